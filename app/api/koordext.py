@@ -1,0 +1,113 @@
+"""Koordinator's well-known names and the pod priority / QoS resolution rules.
+
+Mirrors ``apis/extension/priority.go``, ``priority_utils.go``, ``qos.go``, ``qos_utils.go`` and
+``resource.go`` of koordinator-sh/koordinator.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# Labels, annotations and resource names exactly as upstream spells them.
+LABEL_POD_QOS = "koordinator.sh/qosClass"
+LABEL_POD_PRIORITY_CLASS = "koordinator.sh/priority-class"
+LABEL_POD_PRIORITY = "koordinator.sh/priority"
+ANNOTATION_CUSTOM_USAGE_THRESHOLDS = "scheduling.koordinator.sh/usage-thresholds"
+ANNOTATION_NODE_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
+ANNOTATION_CUSTOM_ESTIMATED_SCALING_FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
+ANNOTATION_CUSTOM_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED = (
+    "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
+)
+ANNOTATION_CUSTOM_ESTIMATED_SECONDS_AFTER_INITIALIZED = (
+    "scheduling.koordinator.sh/load-estimated-seconds-after-initialized"
+)
+
+BATCH_CPU = "kubernetes.io/batch-cpu"
+BATCH_MEMORY = "kubernetes.io/batch-memory"
+MID_CPU = "kubernetes.io/mid-cpu"
+MID_MEMORY = "kubernetes.io/mid-memory"
+
+
+class QoSClass(StrEnum):
+    """Koordinator QoS classes (``apis/extension/qos.go``); NONE is the empty string."""
+
+    LSE = "LSE"
+    LSR = "LSR"
+    LS = "LS"
+    BE = "BE"
+    SYSTEM = "SYSTEM"
+    NONE = ""
+
+
+class PriorityClass(StrEnum):
+    """Koordinator priority classes (``apis/extension/priority.go``); NONE is the empty string."""
+
+    PROD = "koord-prod"
+    MID = "koord-mid"
+    BATCH = "koord-batch"
+    FREE = "koord-free"
+    NONE = ""
+
+
+#: Inclusive priority value bands of each class.
+PRIORITY_BANDS: tuple[tuple[PriorityClass, int, int], ...] = (
+    (PriorityClass.PROD, 9000, 9999),
+    (PriorityClass.MID, 7000, 7999),
+    (PriorityClass.BATCH, 5000, 5999),
+    (PriorityClass.FREE, 3000, 3999),
+)
+
+
+def qos_by_name(name: str | None) -> QoSClass:
+    """A QoS class from its name; unknown names give ``QoSClass.NONE`` (``GetPodQoSClassByName``)."""
+    try:
+        return QoSClass(name) if name else QoSClass.NONE
+    except ValueError:
+        return QoSClass.NONE
+
+
+def priority_class_by_name(name: str | None) -> PriorityClass:
+    """A priority class from its name; unknown names give NONE (``GetPodPriorityClassByName``)."""
+    try:
+        return PriorityClass(name) if name else PriorityClass.NONE
+    except ValueError:
+        return PriorityClass.NONE
+
+
+def priority_class_by_value(priority: int | None) -> PriorityClass:
+    """The band that contains ``priority``; NONE outside every band (``getPriorityClassByPriority``)."""
+    if priority is None:
+        return PriorityClass.NONE
+    for cls, low, high in PRIORITY_BANDS:
+        if low <= priority <= high:
+            return cls
+    return PriorityClass.NONE
+
+
+def qos_from_kube_qos(kube_qos: str) -> QoSClass:
+    """Guaranteed -> LSR, Burstable -> LS, BestEffort -> BE (``GetPodQoSClassWithKubeQoS``)."""
+    return {"Guaranteed": QoSClass.LSR, "Burstable": QoSClass.LS, "BestEffort": QoSClass.BE}.get(
+        kube_qos, QoSClass.NONE
+    )
+
+
+def priority_class_from_qos(qos: QoSClass) -> PriorityClass:
+    """SYSTEM/LSE/LSR/LS -> prod, BE -> batch, otherwise none (``GetPodPriorityClassWithQoS``)."""
+    if qos in (QoSClass.SYSTEM, QoSClass.LSE, QoSClass.LSR, QoSClass.LS):
+        return PriorityClass.PROD
+    if qos == QoSClass.BE:
+        return PriorityClass.BATCH
+    return PriorityClass.NONE
+
+
+def translate_resource_name(priority_class: PriorityClass, resource: str) -> str:
+    """The resource a pod of ``priority_class`` really requests for ``resource``.
+
+    batch: cpu -> kubernetes.io/batch-cpu, memory -> kubernetes.io/batch-memory; mid likewise with
+    mid-*; everything else unchanged (``TranslateResourceNameByPriorityClass``).
+    """
+    if priority_class == PriorityClass.BATCH:
+        return {"cpu": BATCH_CPU, "memory": BATCH_MEMORY}.get(resource, resource)
+    if priority_class == PriorityClass.MID:
+        return {"cpu": MID_CPU, "memory": MID_MEMORY}.get(resource, resource)
+    return resource

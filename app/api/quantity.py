@@ -1,0 +1,127 @@
+"""Kubernetes quantities: parse with the ``kubernetes`` package, format as apimachinery does.
+
+Internal units: ``cpu`` in milli-cores, every other resource in its base unit (bytes for memory,
+counts for pods and extended resources). ``kubernetes.io/batch-cpu`` and ``kubernetes.io/mid-cpu``
+are already integer milli-cores in their quantity, so they use the base-unit path, as upstream's
+``getResourceValue`` does (``pkg/scheduler/plugins/loadaware/helper.go``).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+CPU = "cpu"
+MEMORY = "memory"
+
+
+class QuantityError(ValueError):
+    """A quantity string is not a valid Kubernetes quantity; the message names the value."""
+
+
+@lru_cache(maxsize=65536)
+def _parse_cached(text: str) -> Decimal:
+    try:
+        return Decimal(parse_quantity(text))
+    except (ValueError, ArithmeticError) as exc:
+        raise QuantityError(f"invalid quantity {text!r}: {exc}") from None
+
+
+def parse(value: Any) -> Decimal:
+    """Parse a quantity (``"500m"``, ``"1.5Gi"``, ``2``) into a Decimal in base units.
+
+    Raises:
+        QuantityError: ``value`` is not a string or number, or not a valid quantity.
+    """
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise QuantityError(f"invalid quantity {value!r}: expected a string or a number")
+    return _parse_cached(str(value))
+
+
+def milli_value(value: Any) -> int:
+    """Quantity in thousandths, rounded up as apimachinery's ``Quantity.MilliValue`` does."""
+    return math.ceil(parse(value) * 1000)
+
+
+def int_value(value: Any) -> int:
+    """Quantity in base units, rounded up as apimachinery's ``Quantity.Value`` does."""
+    return math.ceil(parse(value))
+
+
+def resource_value(name: str, value: Any) -> int:
+    """Internal integer for resource ``name``: milli-cores for ``cpu``, base units otherwise."""
+    return milli_value(value) if name == CPU else int_value(value)
+
+
+def parse_resource_list(raw: Any, *, field: str = "resources") -> dict[str, int]:
+    """Parse a ResourceList (``{"cpu": "2", "memory": "4Gi"}``) into internal integers.
+
+    Raises:
+        QuantityError: ``raw`` is not a mapping, or a value is not a valid quantity; the
+            message names ``field`` and the resource.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise QuantityError(f"{field}: expected a map of resource name to quantity, got {type(raw).__name__}")
+    out: dict[str, int] = {}
+    for name, value in raw.items():
+        try:
+            out[str(name)] = resource_value(str(name), value)
+        except QuantityError as exc:
+            raise QuantityError(f"{field}.{name}: {exc}") from None
+    return out
+
+
+_DECIMAL_SUFFIXES = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"))
+_BINARY_SUFFIXES = ((60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"))
+
+
+def _format_decimal_int(value: int) -> str:
+    if value == 0:
+        return "0"
+    for exp, suffix in _DECIMAL_SUFFIXES:
+        unit = 10**exp
+        if value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def _format_binary_int(value: int) -> str:
+    if -1024 < value < 1024:
+        return str(value)
+    for exp, suffix in _BINARY_SUFFIXES:
+        unit = 1 << exp
+        if value % unit == 0:
+            return f"{value // unit}{suffix}"
+    return str(value)
+
+
+def format_milli(value: int) -> str:
+    """Format milli units as ``resource.NewMilliQuantity(v, DecimalSI).String()`` does: ``250m``, ``2``."""
+    if value % 1000 == 0:
+        return _format_decimal_int(value // 1000)
+    return f"{value}m"
+
+
+def format_resource(name: str, value: int) -> str:
+    """Format an internal integer of resource ``name`` as a Kubernetes quantity string.
+
+    cpu as milli (``"1500m"``, ``"2"``), memory-like resources (``memory``, ``kubernetes.io/batch-memory``,
+    ...) as BinarySI when a multiple of 1024 (``"4Gi"``), anything else as DecimalSI, mirroring
+    upstream's ``getResourceQuantity`` (``pkg/scheduler/plugins/loadaware/helper.go``).
+    """
+    if name == CPU:
+        return format_milli(value)
+    if name.endswith(MEMORY) and value % 1024 == 0:
+        return _format_binary_int(value)
+    return _format_decimal_int(value)
+
+
+def format_resource_list(values: dict[str, int]) -> dict[str, str]:
+    """Format a whole internal resource map as a ResourceList of quantity strings (keys sorted)."""
+    return {name: format_resource(name, values[name]) for name in sorted(values)}

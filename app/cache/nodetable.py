@@ -1,0 +1,105 @@
+"""Row-indexed numpy columns per node, so per-request work is array indexing, not Python loops.
+
+Each node gets a stable row while it exists (rows are reused after deletes). Columns are created
+on first use and grow with the table; callers fetch a column per request (a dict lookup) and must
+not keep it across events, since growth replaces the array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class NodeTable:
+    """Map node names to rows and hold named numpy columns over those rows.
+
+    A column is an array of shape ``(capacity, *tail)``; rows of deleted nodes are zeroed.
+    """
+
+    def __init__(self, initial_capacity: int = 64) -> None:
+        self._index: dict[str, int] = {}
+        self._names: list[str | None] = []
+        self._free: list[int] = []
+        self._capacity = max(1, initial_capacity)
+        self._columns: dict[str, npt.NDArray[Any]] = {}
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Node name -> row (read-only view; do not mutate)."""
+        return self._index
+
+    @property
+    def capacity(self) -> int:
+        """Number of rows every column currently has."""
+        return self._capacity
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def row(self, name: str) -> int | None:
+        """Row of ``name`` or None."""
+        return self._index.get(name)
+
+    def name(self, row: int) -> str | None:
+        """Node name at ``row`` or None for a free row."""
+        return self._names[row] if row < len(self._names) else None
+
+    def add(self, name: str) -> int:
+        """Give ``name`` a row (its existing one if present) and return it."""
+        row = self._index.get(name)
+        if row is not None:
+            return row
+        if self._free:
+            row = self._free.pop()
+            self._names[row] = name
+        else:
+            row = len(self._names)
+            self._names.append(name)
+            if row >= self._capacity:
+                self._grow(max(self._capacity * 2, row + 1))
+        self._index[name] = row
+        return row
+
+    def remove(self, name: str) -> int | None:
+        """Free the row of ``name`` (zeroing it in every column); return the freed row."""
+        row = self._index.pop(name, None)
+        if row is None:
+            return None
+        self._names[row] = None
+        self._free.append(row)
+        for col in self._columns.values():
+            col[row] = 0
+        return row
+
+    def column(self, key: str, dtype: Any = np.int64, tail: tuple[int, ...] = ()) -> npt.NDArray[Any]:
+        """The column ``key``, created zero-filled with ``dtype`` and trailing shape ``tail`` on first use."""
+        col = self._columns.get(key)
+        if col is None:
+            col = np.zeros((self._capacity, *tail), dtype=dtype)
+            self._columns[key] = col
+        return col
+
+    def has_column(self, key: str) -> bool:
+        """Whether column ``key`` exists."""
+        return key in self._columns
+
+    def rows_of(self, names: list[str]) -> tuple[npt.NDArray[np.int64], list[int]]:
+        """Rows for ``names`` in order, and the positions of names that have no row.
+
+        Returns:
+            (rows, missing): ``rows`` has -1 where a name is unknown.
+        """
+        get = self._index.get
+        rows = np.fromiter((get(n, -1) for n in names), dtype=np.int64, count=len(names))
+        missing = np.flatnonzero(rows < 0).tolist() if len(rows) else []
+        return rows, missing
+
+    def _grow(self, capacity: int) -> None:
+        for key, col in self._columns.items():
+            grown = np.zeros((capacity, *col.shape[1:]), dtype=col.dtype)
+            grown[: col.shape[0]] = col
+            self._columns[key] = grown
+        self._capacity = capacity

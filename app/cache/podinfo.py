@@ -1,0 +1,246 @@
+"""A pod reduced to what scheduling needs, parsed once per object version.
+
+Requests and limits follow Kubernetes' ``PodRequests`` / ``PodLimits``
+(k8s.io/component-helpers/resource): the sum over app containers, at least the largest init
+container (restartable "sidecar" init containers add to both), plus ``spec.overhead``.
+QoS and priority class follow Koordinator's ``GetPodQoSClassWithDefault`` and
+``GetPodPriorityClassWithDefault``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.api.koordext import (
+    LABEL_POD_PRIORITY_CLASS,
+    LABEL_POD_QOS,
+    PriorityClass,
+    QoSClass,
+    priority_class_by_name,
+    priority_class_by_value,
+    priority_class_from_qos,
+    qos_by_name,
+    qos_from_kube_qos,
+)
+from app.api.quantity import QuantityError, parse_resource_list
+from app.api.timeparse import parse_time
+
+
+class PodError(ValueError):
+    """A pod object does not have the shape of a v1 Pod; the message names the field."""
+
+
+@dataclass(slots=True)
+class PodInfo:
+    """Scheduling view of one pod.
+
+    Attributes:
+        uid, namespace, name: identity (``uid`` may be empty for a pod on CREATE admission).
+        node_name: ``spec.nodeName`` ("" when pending).
+        requests, limits: pod-level ResourceLists as internal integers (cpu milli, others base units).
+        priority: ``spec.priority`` or None.
+        qos: Koordinator QoS class with default; priority_class: Koordinator priority class with default.
+        kube_qos: Kubernetes QoS class (``status.qosClass`` or computed).
+        terminated: phase Succeeded or Failed.
+        daemonset: owned by a DaemonSet.
+        scheduled_time: ``PodScheduled=True`` lastTransitionTime as epoch seconds, or None.
+        initialized_time: ``Initialized=True`` lastTransitionTime as epoch seconds, or None.
+        labels, annotations: metadata maps.
+        resource_version: ``metadata.resourceVersion``.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    node_name: str
+    requests: dict[str, int]
+    limits: dict[str, int]
+    priority: int | None
+    qos: QoSClass
+    priority_class: PriorityClass
+    kube_qos: str
+    terminated: bool
+    daemonset: bool
+    scheduled_time: float | None
+    initialized_time: float | None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    resource_version: str = ""
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, as klog.KObj prints it."""
+        return f"{self.namespace}/{self.name}"
+
+
+def _mapping(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PodError(f"{path}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PodError(f"{path}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _add(into: dict[str, int], other: dict[str, int]) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _max_into(into: dict[str, int], other: dict[str, int]) -> None:
+    for name, value in other.items():
+        if value > into.get(name, 0):
+            into[name] = value
+
+
+def _container_resources(container: dict[str, Any], path: str) -> tuple[dict[str, int], dict[str, int]]:
+    resources = _mapping(container.get("resources"), f"{path}.resources")
+    try:
+        requests = parse_resource_list(resources.get("requests"), field=f"{path}.resources.requests")
+        limits = parse_resource_list(resources.get("limits"), field=f"{path}.resources.limits")
+    except QuantityError as exc:
+        raise PodError(str(exc)) from None
+    return requests, limits
+
+
+def _aggregate(spec: dict[str, Any], use_limits: bool) -> dict[str, int]:
+    """Pod-level requests (or limits) per k8s.io/component-helpers/resource PodRequests/PodLimits."""
+    total: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
+        req, lim = _container_resources(_mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]")
+        _add(total, lim if use_limits else req)
+    restartable: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        c = _mapping(c, f"spec.initContainers[{i}]")
+        req, lim = _container_resources(c, f"spec.initContainers[{i}]")
+        this = dict(lim if use_limits else req)
+        if c.get("restartPolicy") == "Always":
+            _add(total, this)
+            _add(restartable, this)
+            this = dict(restartable)
+        else:
+            _add(this, restartable)
+        _max_into(init_max, this)
+    _max_into(total, init_max)
+    try:
+        overhead = parse_resource_list(spec.get("overhead"), field="spec.overhead")
+    except QuantityError as exc:
+        raise PodError(str(exc)) from None
+    if overhead:
+        # PodLimits adds overhead only to resources that have a limit.
+        _add(total, {k: v for k, v in overhead.items() if not use_limits or k in total})
+    return total
+
+
+def kube_qos_class(spec: dict[str, Any]) -> str:
+    """Compute the Kubernetes QoS class of a pod spec (k8s.io/kubectl/pkg/util/qos.GetPodQOS).
+
+    Only cpu and memory count. BestEffort: no requests or limits at all; Guaranteed: every
+    container limits cpu and memory and requests (defaulted to limits) equal limits; else Burstable.
+    """
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
+    containers = _list(spec.get("containers"), "spec.containers") + _list(
+        spec.get("initContainers"), "spec.initContainers"
+    )
+    for i, c in enumerate(containers):
+        req, lim = _container_resources(_mapping(c, f"containers[{i}]"), f"containers[{i}]")
+        for name in ("cpu", "memory"):
+            if req.get(name, 0) > 0:
+                requests[name] = requests.get(name, 0) + req[name]
+            if lim.get(name, 0) > 0:
+                limits[name] = limits.get(name, 0) + lim[name]
+        if not all(lim.get(n, 0) > 0 for n in ("cpu", "memory")):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    # Requests left unset were defaulted to limits by the API server; compare the sums.
+    if guaranteed and all(limits.get(n) == v for n, v in requests.items()):
+        return "Guaranteed"
+    return "Burstable"
+
+
+def _condition_time(status: dict[str, Any], ctype: str) -> float | None:
+    for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
+        cond = _mapping(cond, f"status.conditions[{i}]")
+        if cond.get("type") == ctype and cond.get("status") == "True":
+            ts = cond.get("lastTransitionTime")
+            if ts:
+                try:
+                    return parse_time(ts)
+                except ValueError as exc:
+                    raise PodError(f"status.conditions[{i}].lastTransitionTime: {exc}") from None
+    return None
+
+
+def _str_map(value: Any, path: str) -> dict[str, str]:
+    m = _mapping(value, path)
+    for k, v in m.items():
+        if not isinstance(v, str):
+            raise PodError(f"{path}.{k}: expected a string, got {type(v).__name__}")
+    return m
+
+
+def parse_pod(obj: Any) -> PodInfo:
+    """Parse a v1 Pod (JSON-shaped dict) into a :class:`PodInfo`.
+
+    Raises:
+        PodError: the object is not shaped like a Pod (the message names the field), or a
+            resource quantity is invalid.
+    """
+    if not isinstance(obj, dict):
+        raise PodError(f"Pod: expected an object, got {type(obj).__name__}")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise PodError("metadata.name: required")
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations")
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise PodError("spec.priority: expected an integer")
+    kube_qos = status.get("qosClass") or kube_qos_class(spec)
+    qos = qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
+    if qos == QoSClass.NONE:
+        qos = qos_from_kube_qos(kube_qos)
+    if LABEL_POD_PRIORITY_CLASS in labels:
+        pclass = priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
+    else:
+        pclass = priority_class_by_value(priority)
+    if pclass == PriorityClass.NONE:
+        pclass = priority_class_from_qos(qos)
+    owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    node_name = spec.get("nodeName") or ""
+    if not isinstance(node_name, str):
+        raise PodError("spec.nodeName: expected a string")
+    return PodInfo(
+        uid=str(meta.get("uid") or ""),
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        node_name=node_name,
+        requests=_aggregate(spec, use_limits=False),
+        limits=_aggregate(spec, use_limits=True),
+        priority=priority,
+        qos=qos,
+        priority_class=pclass,
+        kube_qos=str(kube_qos),
+        terminated=status.get("phase") in ("Succeeded", "Failed"),
+        daemonset=any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners),
+        scheduled_time=_condition_time(status, "PodScheduled"),
+        initialized_time=_condition_time(status, "Initialized"),
+        labels=labels,
+        annotations=annotations,
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )

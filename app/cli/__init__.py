@@ -1,0 +1,1 @@
+"""The ``koord`` command line (typer)."""

@@ -1,0 +1,195 @@
+"""``koord``: the service and its tools.
+
+- ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876).
+- ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import orjson
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from app.cli.embedded import embedded_cluster_path
+from app.framework.config import ConfigError, default_config, load_config
+from app.framework.duration import parse_duration
+from app.framework.registry import default_registry
+from app.sources.base import Source
+
+cli = typer.Typer(help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+log = logging.getLogger("koord")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def choose_source(cluster: Path | None, kubeconfig: Path | None) -> Source:
+    """``--cluster`` -> files; ``--kubeconfig`` -> that API server; otherwise a reachable in-cluster
+    or default kubeconfig API server, else the embedded example cluster.
+
+    Raises:
+        typer.Exit: nothing usable was found.
+    """
+    from app.sources.files import FileSource
+    from app.sources.kubernetes import KubernetesSource, probe
+
+    if cluster is not None:
+        return FileSource(cluster)
+    if kubeconfig is not None:
+        return KubernetesSource(kubeconfig=str(kubeconfig))
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if asyncio.run(probe(None, in_cluster=in_cluster)):
+        return KubernetesSource(in_cluster=in_cluster)
+    embedded = embedded_cluster_path()
+    if embedded is None:
+        _fail("no --cluster given, no API server reachable, and the example cluster (examples/cluster) is missing")
+    assert embedded is not None
+    log.info("no API server reachable: serving the embedded example cluster %s", embedded)
+    return FileSource(embedded)
+
+
+@cli.command()
+def scheduler(
+    cluster: Annotated[
+        Path | None, typer.Option(help="YAML/JSON file or directory of cluster objects (embedded mode).")
+    ] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig of the API server to list/watch.")] = None,
+    config: Annotated[Path | None, typer.Option(help="Plugin configuration (plugins, pluginConfig).")] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 9876,
+    tls_cert_file: Annotated[Path | None, typer.Option(help="Serving certificate (PEM).")] = None,
+    tls_private_key_file: Annotated[Path | None, typer.Option(help="Serving key (PEM).")] = None,
+    assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Serve the kube-scheduler extender (filter/prioritize/preempt/bind), inspection API, health and metrics."""
+    import uvicorn
+
+    from app.server.app import create_app
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        ttl = parse_duration(assumed_pod_ttl)
+    except ValueError as exc:
+        _fail(f"--assumed-pod-ttl: {exc}")
+    registry = default_registry()
+    try:
+        cfg = load_config(config, registry.names()) if config else default_config()
+        source = choose_source(cluster, kubeconfig)
+        app = create_app(source, cfg, registry=registry, assumed_pod_ttl=ttl)
+    except ConfigError as exc:
+        _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
+    if (tls_cert_file is None) != (tls_private_key_file is None):
+        _fail("--tls-cert-file and --tls-private-key-file go together")
+    if tls_cert_file is None:
+        log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        ssl_certfile=str(tls_cert_file) if tls_cert_file else None,
+        ssl_keyfile=str(tls_private_key_file) if tls_private_key_file else None,
+        log_level=log_level.lower(),
+        access_log=False,
+        http="httptools",
+        loop="uvloop",
+    )
+
+
+def _load_pod(path: Path) -> dict[str, Any]:
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as exc:
+        _fail(f"{path}: {exc}")
+    if len(docs) != 1 or not isinstance(docs[0], dict) or docs[0].get("kind", "Pod") != "Pod":
+        _fail(f"{path}: expected exactly one Pod object")
+    pod: dict[str, Any] = docs[0]
+    return pod
+
+
+def render_explain(answer: dict[str, Any]) -> Table:
+    """A rich table of an explain answer: one row per node, best total first."""
+    nodes: dict[str, Any] = answer.get("nodes", {})
+    plugins: list[str] = []
+    for info in nodes.values():
+        for name in [*info.get("filter", {}), *info.get("scores", {})]:
+            if name not in plugins:
+                plugins.append(name)
+    table = Table(title=f"Why pod {answer.get('pod', '?')} goes where")
+    table.add_column("node", style="bold")
+    table.add_column("feasible")
+    for name in plugins:
+        table.add_column(name)
+    table.add_column("total", justify="right")
+    table.add_column("extender score", justify="right")
+    ordered = sorted(nodes.items(), key=lambda kv: (not kv[1].get("feasible"), -kv[1].get("total", 0), kv[0]))
+    for node, info in ordered:
+        cells = []
+        for name in plugins:
+            verdict = info.get("filter", {}).get(name)
+            score = info.get("scores", {}).get(name)
+            parts = []
+            if verdict is not None:
+                ok = verdict["status"] == "Success"
+                parts.append("[green]pass[/]" if ok else f"[red]{verdict['reason'] or verdict['status']}[/]")
+            if score is not None:
+                parts.append(f"score {score}")
+            cells.append("\n".join(parts))
+        table.add_row(
+            node,
+            "[green]yes[/]" if info.get("feasible") else "[red]no[/]",
+            *cells,
+            str(info.get("total", 0)),
+            str(info.get("extenderScore", 0)),
+        )
+    return table
+
+
+@cli.command()
+def explain(
+    pod: Annotated[Path, typer.Option(help="The pod (YAML/JSON).", exists=True, dir_okay=False)],
+    server: Annotated[str, typer.Option(help="Base URL of the running service.")] = "http://127.0.0.1:9876",
+    nodes: Annotated[str | None, typer.Option(help="Comma-separated node names (default: every node).")] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    insecure: Annotated[bool, typer.Option(help="Skip TLS verification (self-signed dev certs).")] = False,
+) -> None:
+    """Why is my pod pending? Per node: each plugin's filter verdict and score, the total and the extender score."""
+    body: dict[str, Any] = {"Pod": _load_pod(pod), "Nodes": None, "NodeNames": None}
+    if nodes:
+        body["NodeNames"] = [n.strip() for n in nodes.split(",") if n.strip()]
+    try:
+        resp = httpx.post(
+            f"{server.rstrip('/')}/apis/v1/explain",
+            content=orjson.dumps(body),
+            headers={"Content-Type": "application/json"},
+            timeout=10.0,
+            verify=not insecure,
+        )
+    except httpx.HTTPError as exc:
+        _fail(f"cannot reach {server}: {exc}")
+    if resp.status_code != 200:
+        _fail(f"{server} answered {resp.status_code}: {resp.text}")
+    answer = resp.json()
+    if output == "json":
+        sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        console.print(render_explain(answer))
+
+
+def main() -> None:
+    """Entry point of the ``koord`` console script."""
+    cli()

@@ -1,0 +1,55 @@
+"""Plugin registry: plugin name -> factory building it from its (already YAML-decoded) args."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.framework.interfaces import Handle, Plugin
+
+#: A factory receives the plugin's ``args`` mapping (``{}`` when absent) and the framework handle,
+#: applies upstream defaults, validates, and returns the plugin.
+PluginFactory = Callable[[dict[str, Any], Handle], Plugin]
+
+
+class Registry:
+    """Name -> factory map (kube-scheduler's ``runtime.Registry``)."""
+
+    def __init__(self) -> None:
+        self._factories: dict[str, PluginFactory] = {}
+
+    def register(self, name: str, factory: PluginFactory) -> None:
+        """Add ``name``.
+
+        Raises:
+            ValueError: ``name`` is already registered.
+        """
+        if name in self._factories:
+            raise ValueError(f"a plugin named {name} already exists")
+        self._factories[name] = factory
+
+    def names(self) -> list[str]:
+        """Registered plugin names, sorted."""
+        return sorted(self._factories)
+
+    def factory(self, name: str) -> PluginFactory:
+        """Factory of ``name``.
+
+        Raises:
+            KeyError: no such plugin.
+        """
+        return self._factories[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+
+def default_registry() -> Registry:
+    """The registry with every in-tree plugin."""
+    from app.plugins.loadaware.plugin import new_load_aware
+    from app.plugins.noderesources.fit import new_node_resources_fit
+
+    registry = Registry()
+    registry.register("NodeResourcesFit", new_node_resources_fit)
+    registry.register("LoadAwareScheduling", new_load_aware)
+    return registry

@@ -1,0 +1,1 @@
+"""In-tree scheduling plugins, one package each, named as upstream (``loadaware``, ...)."""

@@ -1,0 +1,124 @@
+"""Per-node load book-keeping: the NodeMetric plus the pods assigned to the node.
+
+Mirrors ``nodeInfo`` of ``pod_assign_cache.go``: pods are added and removed incrementally; a new
+NodeMetric recomputes everything. Vectors are cpu milli-cores and base units otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from app.plugins.loadaware.metricview import MetricView, prod_base_usage
+from app.plugins.loadaware.vector import Vec, add, add_delta, sub
+
+
+@dataclass(slots=True)
+class AssignInfo:
+    """One assigned pod: ``namespace/name`` key, assign time (epoch s), estimate, deadline, prod flag."""
+
+    key: str
+    timestamp: float
+    estimated: Vec | None
+    deadline: float | None
+    prod: bool
+
+
+@dataclass(slots=True)
+class NodeLoad:
+    """Load state of one node (vectors of the plugin's vectorizer size)."""
+
+    size: int
+    metric: MetricView | None = None
+    pods: dict[str, AssignInfo] = field(default_factory=dict)
+    prod_usage: Vec = field(default_factory=list)
+    node_delta: Vec = field(default_factory=list)
+    prod_delta: Vec = field(default_factory=list)
+    node_estimated: Vec = field(default_factory=list)
+    node_delta_pods: set[str] = field(default_factory=set)
+    prod_delta_pods: set[str] = field(default_factory=set)
+    include_sys: bool = False
+
+    def is_empty(self) -> bool:
+        """No metric and no pods: the entry can be dropped."""
+        return self.metric is None and not self.pods
+
+    def set_metric(self, metric: MetricView | None) -> None:
+        """Install a new NodeMetric (or remove it) and recompute every aggregate from the pods."""
+        self.metric = metric
+        zeros = [0] * self.size
+        self.prod_usage = prod_base_usage(metric, self.include_sys, self.size) if metric else list(zeros)
+        self.node_delta, self.prod_delta, self.node_estimated = list(zeros), list(zeros), list(zeros)
+        self.node_delta_pods, self.prod_delta_pods = set(), set()
+        if metric is not None:
+            for info in self.pods.values():
+                self._account(info, 1)
+
+    def upsert_pod(self, uid: str, info: AssignInfo) -> None:
+        """Add or replace an assigned pod."""
+        old = self.pods.get(uid)
+        if old is not None and self.metric is not None:
+            self._account(old, -1)
+        self.pods[uid] = info
+        if self.metric is not None:
+            self._account(info, 1)
+
+    def remove_pod(self, uid: str) -> None:
+        """Remove an assigned pod (no-op when unknown)."""
+        old = self.pods.pop(uid, None)
+        if old is not None and self.metric is not None:
+            self._account(old, -1)
+
+    def _account(self, info: AssignInfo, sign: int) -> None:
+        """``addPod`` (sign 1) / ``deletePod`` (sign -1) of upstream."""
+        metric = self.metric
+        assert metric is not None
+        used = metric.pod_usages.get(info.key)
+        active_prod = info.prod and info.key in metric.prod_pods
+        if active_prod and used is not None:
+            (add if sign > 0 else sub)(self.prod_usage, used)
+        e = info.estimated
+        if e is None:
+            return
+        update = metric.update_time if not math.isnan(metric.update_time) else -math.inf
+        should = (
+            used is None
+            or update - metric.report_interval < info.timestamp
+            or (info.deadline is not None and info.deadline > update)
+        )
+        if should and add_delta(self.node_delta, e, used, sign):
+            (self.node_delta_pods.add if sign > 0 else self.node_delta_pods.discard)(info.key)
+        (add if sign > 0 else sub)(self.node_estimated, e)
+        if not info.prod:
+            return
+        if not active_prod and used is not None:
+            used, should = None, True
+        if should and add_delta(self.prod_delta, e, used, sign):
+            (self.prod_delta_pods.add if sign > 0 else self.prod_delta_pods.discard)(info.key)
+
+    def plain_base(self) -> Vec | None:
+        """nodeUsage + nodeDelta, or nodeEstimated when the NodeMetric has no nodeMetric."""
+        if self.metric is None:
+            return None
+        if self.metric.node_usage is None:
+            return list(self.node_estimated)
+        out = list(self.metric.node_usage)
+        add(out, self.node_delta)
+        return out
+
+    def prod_base(self) -> Vec:
+        """prodUsage + prodDelta."""
+        out = list(self.prod_usage)
+        add(out, self.prod_delta)
+        return out
+
+    def aggregated_base(self, aggregation_type: str, duration: float) -> Vec | None:
+        """Aggregated usage + nodeDelta; nodeEstimated alone when that aggregate is missing."""
+        if self.metric is None:
+            return None
+        vec = self.metric.target_aggregated(aggregation_type, duration)
+        if vec is None:
+            return list(self.node_estimated)
+        out = list(vec)
+        add(out, self.node_delta)
+        return out

@@ -1,0 +1,336 @@
+"""The LoadAwareScheduling plugin: Filter and Score over precomputed per-node columns.
+
+Mirrors ``pkg/scheduler/plugins/loadaware/load_aware.go``. Cache events update per-node
+:class:`NodeLoad` state incrementally and mark the node dirty; dirty rows are written into numpy
+columns before the next request, so Filter/Score are array operations over the requested rows.
+
+Filter (per node, upstream order): DaemonSet pods pass; thresholds chosen (prod thresholds for
+prod pods when set, else aggregated profile, else plain); all-zero thresholds pass; no NodeMetric
+passes; expired NodeMetric fails with ``node(s) nodeMetric expired`` (unless
+enableScheduleWhenNodeMetricsExpired); nil ``status.nodeMetric`` passes; otherwise
+``round(estimated / allocatable * 100) > threshold`` fails with ``node(s) <res> usage exceed
+threshold`` (or ``aggregated usage``) for the first such resource in name order.
+
+Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by resourceWeights
+(plus the dominant-resource term), 0 for nodes without a fresh NodeMetric.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.api.koordext import PriorityClass
+from app.api.quantity import format_resource_list
+from app.cache.listener import CacheListener
+from app.cache.nodestate import NodeState
+from app.cache.podinfo import PodInfo
+from app.framework.cyclestate import CycleState
+from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
+from app.framework.status import Status
+from app.plugins.loadaware.args import LoadAwareSchedulingArgs, decode_args
+from app.plugins.loadaware.estimator import estimate_pod, estimation_deadline, node_allocatable
+from app.plugins.loadaware.metricview import parse_metric
+from app.plugins.loadaware.nodeload import AssignInfo, NodeLoad
+from app.plugins.loadaware.profile import FilterProfile, profile_for_node, profile_from_args
+from app.plugins.loadaware.vector import Vectorizer, is_empty
+
+NAME = "LoadAwareScheduling"
+ERR_REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
+ERR_REASON_USAGE_EXCEED_THRESHOLD = "node(s) %s usage exceed threshold"
+ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) %s aggregated usage exceed threshold"
+
+_ESTIMATE_KEY = NAME + "/IncomingPodEstimated"
+
+# Node table columns owned by this plugin.
+_ALLOC, _STATE, _UPDATE = "la:alloc", "la:state", "la:update"
+_PLAIN, _PROD, _FAGG, _SAGG = "la:plain", "la:prod", "la:fagg", "la:sagg"
+_THR, _THR_PROD, _THR_AGG, _HAS_AGG = "la:thr", "la:thr_prod", "la:thr_agg", "la:has_agg"
+
+# Values of the _STATE column.
+_NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
+
+
+def go_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Element-wise Go ``math.Round``: half away from zero (numpy's ``round`` is half to even)."""
+    t = np.trunc(x)
+    frac = x - t
+    step = np.where(frac >= 0.5, 1.0, np.where(frac <= -0.5, -1.0, 0.0))
+    return (t + step).astype(np.int64)
+
+
+class LoadAwareScheduling(CacheListener):
+    """Filter and Score by node load. See the module docstring for the semantics."""
+
+    name = NAME
+
+    def __init__(self, args: LoadAwareSchedulingArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.vec = Vectorizer(args.resource_names())
+        self.default_profile = profile_from_args(args, self.vec)
+        weights = self.vec.from_values(args.resource_weights)
+        self.weights: npt.NDArray[np.int64] | None = np.array(weights, dtype=np.int64)
+        if args.dominant_resource_weight == 0 and is_empty(weights):
+            self.weights = None
+        self.loads: dict[str, NodeLoad] = {}
+        self.profiles: dict[str, FilterProfile] = {}
+        self._dirty: set[str] = set()
+        r = len(self.vec)
+        table = handle.cache.table
+        for key in (_ALLOC, _PLAIN, _PROD, _FAGG, _SAGG, _THR, _THR_PROD, _THR_AGG):
+            table.column(key, np.int64, (r,))
+        table.column(_STATE, np.int8)
+        table.column(_UPDATE, np.float64)
+        table.column(_HAS_AGG, np.bool_)
+        handle.cache.add_listener(self)
+
+    # ------------------------------------------------------------------ events
+    def _load(self, node: str) -> NodeLoad:
+        load = self.loads.get(node)
+        if load is None:
+            load = NodeLoad(size=len(self.vec), include_sys=self.args.prod_usage_include_sys)
+            load.set_metric(None)
+            self.loads[node] = load
+        return load
+
+    def on_node(self, name: str, node: NodeState | None) -> None:
+        """Recompute the node's allocatable vector and threshold profile."""
+        if node is None:
+            self.profiles.pop(name, None)
+            return
+        self.profiles[name] = profile_for_node(node.annotations, self.default_profile, self.vec)
+        self._dirty.add(name)
+
+    def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
+        """Install or drop a NodeMetric (named after its node)."""
+        if kind != "NodeMetric":
+            return
+        if obj is None:
+            load = self.loads.get(key)
+            if load is not None:
+                load.set_metric(None)
+                if load.is_empty():
+                    del self.loads[key]
+        else:
+            self._load(key).set_metric(parse_metric(obj, self.vec))
+        self._dirty.add(key)
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Track assigned pods per node (``podAssignCache.assign`` / ``unAssign``)."""
+        previous: AssignInfo | None = None
+        if old is not None and old.node_name:
+            load = self.loads.get(old.node_name)
+            if load is not None:
+                previous = load.pods.get(old.uid)
+                keep = new is not None and new.node_name == old.node_name and not new.terminated
+                if not keep:
+                    load.remove_pod(old.uid)
+                    if load.is_empty():
+                        del self.loads[old.node_name]
+                    self._dirty.add(old.node_name)
+        if new is None or not new.node_name or new.terminated:
+            return
+        estimated = self.vec.from_values(estimate_pod(new, self.args))
+        timestamp = new.scheduled_time
+        if timestamp is None:
+            timestamp = previous.timestamp if previous is not None else self.handle.now()
+        info = AssignInfo(
+            key=new.key,
+            timestamp=timestamp,
+            estimated=None if is_empty(estimated) else estimated,
+            deadline=estimation_deadline(new, timestamp, self.args),
+            prod=new.priority_class == PriorityClass.PROD,
+        )
+        self._load(new.node_name).upsert_pod(new.uid, info)
+        self._dirty.add(new.node_name)
+
+    def _flush(self) -> None:
+        """Write dirty nodes' rows into the table columns."""
+        if not self._dirty:
+            return
+        cache = self.handle.cache
+        table = cache.table
+        for name in self._dirty:
+            row = table.row(name)
+            node = cache.nodes.get(name)
+            if row is None or node is None:
+                continue
+            profile = self.profiles.get(name, self.default_profile)
+            table.column(_ALLOC)[row] = self.vec.from_values(node_allocatable(node))
+            table.column(_THR)[row] = profile.usage
+            table.column(_THR_PROD)[row] = profile.prod
+            agg = profile.aggregated
+            table.column(_HAS_AGG)[row] = agg is not None
+            table.column(_THR_AGG)[row] = agg.thresholds if agg is not None else 0
+            load = self.loads.get(name)
+            metric = load.metric if load is not None else None
+            if load is None or metric is None:
+                table.column(_STATE)[row] = _NO_METRIC
+                continue
+            table.column(_STATE)[row] = _HAS_METRIC if metric.node_usage is not None else _NIL_NODE_METRIC
+            table.column(_UPDATE)[row] = metric.update_time
+            table.column(_PLAIN)[row] = load.plain_base() or 0
+            table.column(_PROD)[row] = load.prod_base()
+            if agg is not None:
+                table.column(_FAGG)[row] = load.aggregated_base(agg.aggregation_type, agg.duration) or 0
+            sargs = self.args.aggregated
+            if sargs is not None and sargs.score_aggregation_type:
+                base = load.aggregated_base(sargs.score_aggregation_type, sargs.score_aggregated_duration)
+                table.column(_SAGG)[row] = base or 0
+        self._dirty.clear()
+
+    # ------------------------------------------------------------------ estimation
+    def pod_estimate(self, state: CycleState, pod: PodInfo) -> npt.NDArray[np.int64]:
+        """The incoming pod's estimated usage vector, computed once per cycle."""
+        cached = state.get(_ESTIMATE_KEY)
+        if cached is None:
+            cached = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
+            state.write(_ESTIMATE_KEY, cached)
+        return cached  # type: ignore[no-any-return]
+
+    def _expired(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
+        with np.errstate(invalid="ignore"):
+            return np.isnan(update) | (now - update >= self.args.node_metric_expiration_seconds)
+
+    # ------------------------------------------------------------------ filter
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
+        """Failing positions with upstream's reasons (see the module docstring)."""
+        if pod.daemonset or len(nodes) == 0:
+            return {}
+        self._flush()
+        table = self.handle.cache.table
+        rows = nodes.rows
+        n = len(rows)
+        thr = table.column(_THR)[rows]
+        use_prod = np.zeros(n, dtype=bool)
+        thr_prod = None
+        if pod.priority_class == PriorityClass.PROD:
+            thr_prod = table.column(_THR_PROD)[rows]
+            use_prod = thr_prod.any(axis=1)
+        use_agg = table.column(_HAS_AGG)[rows] & ~use_prod
+        if use_agg.any():
+            thr = np.where(use_agg[:, None], table.column(_THR_AGG)[rows], thr)
+        if thr_prod is not None and use_prod.any():
+            thr = np.where(use_prod[:, None], thr_prod, thr)
+        metric_state = table.column(_STATE)[rows]
+        active = thr.any(axis=1) & (metric_state != _NO_METRIC)
+        failures: FilterFailures = {}
+        if self.args.filter_expired_node_metrics:
+            expired = active & self._expired(table.column(_UPDATE)[rows], state.now)
+            if expired.any():
+                if not self.args.enable_schedule_when_node_metrics_expired:
+                    status = Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)
+                    for pos in np.flatnonzero(expired).tolist():
+                        failures[pos] = status
+                active &= ~expired
+        active &= metric_state == _HAS_METRIC
+        if not active.any():
+            return failures
+        idx = np.flatnonzero(active)
+        sub_rows = rows[idx]
+        base = table.column(_PLAIN)[sub_rows]
+        sub_agg = use_agg[idx]
+        if sub_agg.any():
+            base = np.where(sub_agg[:, None], table.column(_FAGG)[sub_rows], base)
+        sub_prod = use_prod[idx]
+        if sub_prod.any():
+            base = np.where(sub_prod[:, None], table.column(_PROD)[sub_rows], base)
+        estimated = base + self.pod_estimate(state, pod)
+        alloc = table.column(_ALLOC)[sub_rows]
+        sub_thr = thr[idx]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            percent = go_round(np.where(alloc != 0, estimated / np.where(alloc != 0, alloc, 1) * 100, 0.0))
+        exceed = (sub_thr != 0) & (alloc != 0) & (percent > sub_thr)
+        bad = np.flatnonzero(exceed.any(axis=1))
+        if len(bad):
+            first = exceed[bad].argmax(axis=1)
+            names = self.vec.names
+            for j, r in zip(bad.tolist(), first.tolist(), strict=True):
+                template = ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if sub_agg[j] else ERR_REASON_USAGE_EXCEED_THRESHOLD
+                failures[int(idx[j])] = Status.unschedulable(template % names[r])
+        return failures
+
+    # ------------------------------------------------------------------ score
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        """Scores 0..100 per node; 0 without a fresh NodeMetric or without weights."""
+        n = len(nodes)
+        if self.weights is None or n == 0:
+            return np.zeros(n, dtype=np.int64)
+        self._flush()
+        table = self.handle.cache.table
+        rows = nodes.rows
+        valid = (table.column(_STATE)[rows] == _HAS_METRIC) & ~self._expired(table.column(_UPDATE)[rows], state.now)
+        prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
+        agg = self.args.aggregated
+        if prod:
+            base = table.column(_PROD)[rows]
+        elif agg is not None and agg.score_aggregation_type:
+            base = table.column(_SAGG)[rows]
+        else:
+            base = table.column(_PLAIN)[rows]
+        used = base + self.pod_estimate(state, pod)
+        alloc = table.column(_ALLOC)[rows]
+        safe = np.where(alloc != 0, alloc, 1)
+        least = np.where((alloc == 0) | (used > alloc), 0, (alloc - used) * MAX_NODE_SCORE // safe)
+        score = least @ self.weights
+        weight_sum = int(self.weights.sum())
+        dominant = self.args.dominant_resource_weight
+        if dominant:
+            score = score + np.minimum(least.min(axis=1), MAX_NODE_SCORE) * dominant
+            weight_sum += dominant
+        score = score // weight_sum if weight_sum > 0 else np.zeros(n, dtype=np.int64)
+        return np.where(valid, score, 0).astype(np.int64)
+
+    # ------------------------------------------------------------------ REST
+    def routes(self) -> list[tuple[str, Any]]:
+        """``GET node/{nodeName}``: the node's assign-cache view, as upstream's ``NodeAssignInfoData``."""
+        return [("/node/{nodeName}", self.node_info)]
+
+    async def node_info(self, nodeName: str) -> dict[str, Any]:  # noqa: N803 - upstream's path parameter
+        """Assigned pods (by timestamp) and, with a NodeMetric, prodUsage / nodeDelta / prodDelta /
+        nodeEstimated as ResourceLists plus the pods behind each (sorted ``namespace/name``)."""
+        from app.api.timeparse import format_time
+
+        load = self.loads.get(nodeName)
+        if load is None:
+            return {}
+        cache = self.handle.cache
+        pods = sorted(load.pods.items(), key=lambda kv: kv[1].timestamp)
+        out: dict[str, Any] = {
+            "pods": [
+                {"timestamp": format_time(info.timestamp), "pod": cache.pod_objects.get(uid, {"metadata": {"uid": uid}})}
+                for uid, info in pods
+            ]
+        }
+        if load.metric is not None:
+            names = self.vec.names
+            out["prodUsage"] = format_resource_list(dict(zip(names, load.prod_usage, strict=True)))
+            out["nodeDelta"] = format_resource_list(dict(zip(names, load.node_delta, strict=True)))
+            out["prodDelta"] = format_resource_list(dict(zip(names, load.prod_delta, strict=True)))
+            out["nodeEstimated"] = format_resource_list(dict(zip(names, load.node_estimated, strict=True)))
+            out["nodeDeltaPods"] = sorted(load.node_delta_pods)
+            out["prodDeltaPods"] = sorted(load.prod_delta_pods)
+            out["nodeEstimatedPods"] = sorted(info.key for info in load.pods.values() if info.estimated is not None)
+            if math.isnan(load.metric.update_time):
+                out["nodeMetricUpdateTime"] = None
+        return out
+
+    def usage_of(self, name: str) -> dict[str, int] | None:
+        """Reported node usage (``status.nodeMetric.nodeUsage``) of ``name``, None without a NodeMetric."""
+        load = self.loads.get(name)
+        if load is None or load.metric is None or load.metric.node_usage is None:
+            return None
+        return self.vec.to_map(load.metric.node_usage)
+
+
+def new_load_aware(args: dict[str, Any], handle: Handle) -> LoadAwareScheduling:
+    """Factory: decode, default and validate the args, then build the plugin.
+
+    Raises:
+        ArgsError: invalid args (see :func:`decode_args`).
+    """
+    return LoadAwareScheduling(decode_args(args), handle)

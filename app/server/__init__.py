@@ -1,0 +1,1 @@
+"""The FastAPI application: extender verbs, inspection API, health and metrics."""

@@ -1,0 +1,114 @@
+"""The application factory: ``create_app(source, config)``.
+
+Nothing is created at import time. The factory builds the snapshot cache and the framework
+(invalid plugin args fail here, before serving); the lifespan starts the source and the
+assumed-pod expiry loop, and stops both on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+
+from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
+from app.framework.config import SchedulerConfig, default_config
+from app.framework.interfaces import Handle
+from app.framework.registry import Registry, default_registry
+from app.framework.runtime import Framework
+from app.server import extender_routes, health_routes, inspect_routes
+from app.server.extender import ExtenderService
+from app.server.metrics import ServiceMetrics
+from app.server.state import ServiceState
+from app.server.wire import error_response
+from app.sources.base import Source
+
+log = logging.getLogger(__name__)
+
+#: Seconds between sweeps of expired assumed pods.
+EXPIRY_SWEEP_SECONDS = 1.0
+
+
+def build_state(
+    source: Source,
+    config: SchedulerConfig | None = None,
+    *,
+    registry: Registry | None = None,
+    cache: ClusterCache | None = None,
+    assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL,
+) -> ServiceState:
+    """Wire cache, framework, extender logic and metrics for ``source``.
+
+    Raises:
+        ConfigError: a plugin's args are invalid.
+    """
+    cache = cache or ClusterCache(assumed_pod_ttl=assumed_pod_ttl)
+    framework = Framework(config or default_config(), registry or default_registry(), Handle(cache))
+    metrics = ServiceMetrics(cache, lambda: source)
+    return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
+
+
+def create_app(
+    source: Source,
+    config: SchedulerConfig | None = None,
+    *,
+    registry: Registry | None = None,
+    cache: ClusterCache | None = None,
+    assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL,
+) -> FastAPI:
+    """Build the FastAPI app serving the extender, inspection, health and metrics endpoints.
+
+    Args:
+        source: where cluster objects come from and bindings go.
+        config: enabled plugins and their args (default: every default plugin).
+        registry: plugin factories (default: the in-tree plugins).
+        cache: an existing cache (tests); a new one otherwise.
+        assumed_pod_ttl: seconds an unconfirmed assumed pod is kept after binding.
+
+    Raises:
+        ConfigError: a plugin's args are invalid.
+    """
+    state = build_state(source, config, registry=registry, cache=cache, assumed_pod_ttl=assumed_pod_ttl)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await source.start(state.cache)
+        sweeper = asyncio.create_task(_sweep_expired(state.cache))
+        log.info("serving from %s with plugins %s", source.description, [p.name for p in state.framework.plugins])
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await source.stop()
+
+    app = FastAPI(
+        title="Koordinator-Py scheduler extender",
+        description="kube-scheduler extender (filter/prioritize/preempt/bind) with Koordinator semantics.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.service = state
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, exc: RequestValidationError) -> Response:
+        err = exc.errors()[0] if exc.errors() else {}
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return error_response(f"{loc}: {err.get('msg', 'invalid request')}", 400)
+
+    app.include_router(extender_routes.router)
+    app.include_router(inspect_routes.router)
+    app.include_router(health_routes.router)
+    inspect_routes.install_plugin_routes(app, state)
+    return app
+
+
+async def _sweep_expired(cache: ClusterCache) -> None:
+    while True:
+        await asyncio.sleep(EXPIRY_SWEEP_SECONDS)
+        cache.cleanup_expired()

@@ -1,0 +1,259 @@
+"""The extender verbs as plain Python over the snapshot cache and the framework (no HTTP here).
+
+Each verb takes a validated wire model and returns the wire answer as a JSON-shaped dict, as
+k8s.io/kube-scheduler/extender/v1 spells it. Errors of the pod or the plugins are answered in
+the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 400.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from cachetools import LRUCache
+
+from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from app.cache.podinfo import PodInfo, parse_pod
+from app.cache.snapshot import AssumeError, ClusterCache
+from app.framework.interfaces import NodeBatch
+from app.framework.runtime import Framework
+from app.framework.status import Code, Status
+from app.sources.base import BindError, Source
+
+log = logging.getLogger(__name__)
+
+#: Reason for a node the cache does not know (upstream LoadAware's "node not found").
+REASON_NODE_NOT_FOUND = "node not found"
+
+
+class ExtenderService:
+    """Answers filter / prioritize / preempt / bind / explain.
+
+    Args:
+        cache: the snapshot cache.
+        framework: the enabled plugins.
+        source: where bindings are written.
+    """
+
+    def __init__(self, cache: ClusterCache, framework: Framework, source: Source) -> None:
+        self.cache = cache
+        self.framework = framework
+        self.source = source
+        self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
+
+    # ------------------------------------------------------------------ helpers
+    def pod_info(self, obj: dict[str, Any]) -> PodInfo:
+        """Parse the request's pod, reusing the parse for the same uid and resourceVersion.
+
+        Raises:
+            PodError: the pod is malformed.
+        """
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        uid = rv = ""
+        if isinstance(meta, dict):
+            uid, rv = str(meta.get("uid") or ""), str(meta.get("resourceVersion") or "")
+        if uid:
+            hit = self._recent.get(uid)
+            if hit is not None and rv and hit[0].resource_version == rv:
+                return hit[0]
+        pod = parse_pod(obj)
+        if uid:
+            self._recent[uid] = (pod, obj)
+        return pod
+
+    @staticmethod
+    def candidate_names(args: ExtenderArgs) -> list[str]:
+        """Node names of the request: ``NodeNames`` (nodeCacheCapable) or the names in ``Nodes``."""
+        if args.NodeNames is not None:
+            return args.NodeNames
+        if args.Nodes is not None:
+            return [str((n.get("metadata") or {}).get("name", "")) for n in args.Nodes.items]
+        return []
+
+    def _batch(self, names: list[str]) -> tuple[NodeBatch, list[int], list[int]]:
+        """(batch of known nodes, their positions in ``names``, positions of unknown nodes)."""
+        rows, missing = self.cache.table.rows_of(names)
+        if not missing:
+            return NodeBatch(rows, names), list(range(len(names))), []
+        known = np.flatnonzero(rows >= 0)
+        positions = known.tolist()
+        return NodeBatch(rows[known], [names[i] for i in positions]), positions, missing
+
+    # ------------------------------------------------------------------ filter
+    def filter(self, args: ExtenderArgs) -> dict[str, Any]:
+        """ExtenderFilterResult for ``args``: passing nodes in request order, failures with reasons."""
+        names = self.candidate_names(args)
+        failed: dict[str, str] = {}
+        unresolvable: dict[str, str] = {}
+        try:
+            pod = self.pod_info(args.Pod)
+            state = self.framework.new_cycle()
+            batch, positions, missing = self._batch(names)
+            for pos in missing:
+                failed[names[pos]] = REASON_NODE_NOT_FOUND
+            pre = self.framework.run_pre_filter(state, pod)
+            if not pre.is_success():
+                target = unresolvable if pre.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                for name in batch.names:
+                    target[name] = pre.message
+                failures: dict[int, Status] = {}
+                passing_pos: list[int] = []
+            else:
+                failures = self.framework.run_filters(state, pod, batch)
+                passing_pos = [positions[i] for i in range(len(batch)) if i not in failures]
+                for i, status in failures.items():
+                    target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                    target[batch.names[i]] = status.message
+        except Exception as exc:  # a plugin bug must not take the service down
+            log.exception("filter failed")
+            return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(exc)}
+        result: dict[str, Any] = {
+            "Nodes": None,
+            "NodeNames": None,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": "",
+        }
+        if args.NodeNames is not None or args.Nodes is None:
+            result["NodeNames"] = [names[p] for p in passing_pos]
+        else:
+            items = args.Nodes.items
+            result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
+        return result
+
+    # ------------------------------------------------------------------ prioritize
+    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
+        """HostPriorityList (0..10 each) in request order; unknown nodes score 0."""
+        names = self.candidate_names(args)
+        pod = self.pod_info(args.Pod)
+        state = self.framework.new_cycle()
+        batch, positions, _ = self._batch(names)
+        scores = [0] * len(names)
+        if len(batch):
+            ext = self.framework.run_scores(state, pod, batch).extender_scores().tolist()
+            for pos, score in zip(positions, ext, strict=True):
+                scores[pos] = score
+        return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
+
+    # ------------------------------------------------------------------ preempt
+    def preempt(self, args: ExtenderPreemptionArgs) -> dict[str, Any]:
+        """ExtenderPreemptionResult: nodes where the pod fits once the allowed victims are gone.
+
+        Victims are looked up by uid in the cache (unknown victims free nothing but stay listed);
+        PostFilter plugins may narrow them or drop the node; then every filter plugin must pass
+        with the victims removed.
+        """
+        pod = self.pod_info(args.Pod)
+        state = self.framework.new_cycle()
+        candidates: dict[str, tuple[list[str], int]] = {}
+        if args.NodeNameToMetaVictims is not None:
+            for node, mv in args.NodeNameToMetaVictims.items():
+                candidates[node] = ([p.UID for p in mv.Pods], mv.NumPDBViolations)
+        elif args.NodeNameToVictims is not None:
+            for node, v in args.NodeNameToVictims.items():
+                uids = [str((p.get("metadata") or {}).get("uid", "")) for p in v.Pods]
+                candidates[node] = (uids, v.NumPDBViolations)
+        names: list[str] = []
+        removed: list[list[PodInfo]] = []
+        kept: dict[str, tuple[list[str], int]] = {}
+        for node, (uids, pdb) in candidates.items():
+            if node not in self.cache.nodes:
+                continue
+            known = [self.cache.pods[u] for u in uids if u in self.cache.pods]
+            allowed, status = self.framework.run_select_victims(state, pod, node, known)
+            if not status.is_success():
+                continue
+            allowed_uids = {p.uid for p in allowed}
+            unknown = [u for u in uids if u not in self.cache.pods]
+            kept[node] = ([u for u in uids if u in allowed_uids] + unknown, pdb)
+            names.append(node)
+            removed.append(allowed)
+        out: dict[str, Any] = {}
+        if names:
+            rows, _ = self.cache.table.rows_of(names)
+            failures = self.framework.run_filters(state, pod, NodeBatch(rows, names, removed))
+            for i, node in enumerate(names):
+                if i in failures:
+                    continue
+                uids, pdb = kept[node]
+                out[node] = {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb}
+        return {"NodeNameToMetaVictims": out}
+
+    # ------------------------------------------------------------------ bind
+    async def bind(self, args: ExtenderBindingArgs) -> dict[str, Any]:
+        """Assume, reserve, pre-bind and bind ``args``; on any failure undo and answer the Error."""
+        pod = self.cache.find_pod(args.PodUID, args.PodNamespace, args.PodName)
+        obj: dict[str, Any] | None = self.cache.pod_objects.get(pod.uid) if pod is not None else None
+        if pod is None:
+            hit = self._recent.get(args.PodUID)
+            if hit is None:
+                return {"Error": f'pods "{args.PodName}" not found'}
+            pod, obj = hit
+        state = self.framework.new_cycle()
+        try:
+            assumed = self.cache.assume(pod, args.Node)
+        except AssumeError as exc:
+            return {"Error": str(exc)}
+        status = self.framework.run_reserve(state, assumed, args.Node)
+        if status.is_success():
+            status = self.framework.run_pre_bind(state, assumed, args.Node)
+            if not status.is_success():
+                self.framework.run_unreserve(state, assumed, args.Node)
+        if not status.is_success():
+            self.cache.forget(assumed.uid)
+            return {"Error": f"{status.plugin}: {status.message}"}
+        try:
+            await self.source.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node, pod=obj)
+        except BindError as exc:
+            self.framework.run_unreserve(state, assumed, args.Node)
+            self.cache.forget(assumed.uid)
+            return {"Error": str(exc)}
+        self.cache.finish_binding(assumed.uid)
+        return {"Error": ""}
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, args: ExtenderArgs) -> dict[str, Any]:
+        """Why each node passes or fails, and how it scores (see the README's explain section)."""
+        names = self.candidate_names(args)
+        if args.NodeNames is None and args.Nodes is None:
+            names = sorted(self.cache.nodes)  # no candidates given: explain every node
+        pod = self.pod_info(args.Pod)
+        state = self.framework.new_cycle()
+        batch, positions, missing = self._batch(names)
+        nodes: dict[str, Any] = {}
+        for pos in missing:
+            nodes[names[pos]] = {
+                "feasible": False,
+                "filter": {"Snapshot": {"status": "Unschedulable", "reason": REASON_NODE_NOT_FOUND}},
+                "scores": {},
+                "total": 0,
+                "extenderScore": 0,
+            }
+        pre = self.framework.run_pre_filter(state, pod)
+        per_plugin = self.framework.explain_filters(state, pod, batch) if pre.is_success() else {}
+        scores = self.framework.run_scores(state, pod, batch) if len(batch) else None
+        ext = scores.extender_scores().tolist() if scores is not None else []
+        totals = scores.total.tolist() if scores is not None else []
+        for i, name in enumerate(batch.names):
+            verdicts: dict[str, Any] = {}
+            if not pre.is_success():
+                verdicts[pre.plugin] = _verdict(pre)
+            for plugin in self.framework.filter_plugins:
+                failure = per_plugin.get(plugin.name, {}).get(i)
+                if pre.is_success():
+                    verdicts[plugin.name] = _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
+            nodes[name] = {
+                "feasible": all(v["status"] == "Success" for v in verdicts.values()),
+                "filter": verdicts,
+                "scores": {p: int(s[i]) for p, s in scores.per_plugin.items()} if scores is not None else {},
+                "total": int(totals[i]),
+                "extenderScore": int(ext[i]),
+            }
+        ordered = {names[p]: nodes[names[p]] for p in sorted(set(positions) | set(missing))}
+        return {"pod": pod.key, "nodes": ordered}
+
+
+def _verdict(status: Status) -> dict[str, str]:
+    label = "Error" if status.code == Code.ERROR else "Unschedulable"
+    return {"status": label, "reason": status.message}

@@ -1,0 +1,136 @@
+"""Inspection under Koordinator's paths (``/apis/v1/...``) and ``POST /apis/v1/explain``.
+
+Mirrors pkg/scheduler/frameworkext/services: ``__services__`` lists the registered paths by
+method, ``nodes/{nodeName}`` shows a node's snapshot, plugins add theirs under
+``plugins/<Plugin>/``. Errors answer ``{"message": ...}`` as upstream does.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request, Response
+
+from app.api.extender import ExtenderArgs
+from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
+from app.api.timeparse import parse_time
+from app.cache.podinfo import PodError
+from app.framework.interfaces import ServiceProvider
+from app.server.state import ServiceState
+from app.server.wire import BadRequest, decode, error_response, json_response
+
+router = APIRouter(prefix="/apis/v1", tags=["inspection"])
+
+
+def _gin_path(path: str) -> str:
+    """``/apis/v1/nodes/{nodeName}`` -> ``/apis/v1/nodes/:nodeName`` (how upstream lists routes)."""
+    return path.replace("{", ":").replace("}", "")
+
+
+@router.get("/__services__")
+async def list_services(request: Request) -> Response:
+    """Registered ``/apis/v1`` paths by HTTP method, sorted."""
+    services: dict[str, list[str]] = {}
+    for path, operations in request.app.openapi().get("paths", {}).items():
+        if path.startswith("/apis/v1/"):
+            for method in operations:
+                services.setdefault(method.upper(), []).append(_gin_path(path))
+    return json_response({m: sorted(paths) for m, paths in sorted(services.items())})
+
+
+def node_usage(state: ServiceState, name: str) -> tuple[dict[str, int] | None, float | None]:
+    """(reported node usage, NodeMetric age in seconds) from the cached NodeMetric of ``name``."""
+    metric = state.cache.objects.get("NodeMetric", {}).get(name)
+    if metric is None:
+        return None, None
+    status = metric.get("status") or {}
+    age = None
+    if status.get("updateTime"):
+        try:
+            age = max(0.0, round(state.cache.clock() - parse_time(status["updateTime"]), 3))
+        except ValueError:
+            age = None
+    usage = ((status.get("nodeMetric") or {}).get("nodeUsage") or {}).get("resources")
+    try:
+        return (parse_resource_list(usage) if usage is not None else None), age
+    except QuantityError:
+        return None, age
+
+
+@router.get("/nodes/{nodeName}")
+async def query_node(nodeName: str, request: Request) -> Response:  # noqa: N803 - upstream's parameter name
+    """A node's snapshot: allocatable, requested (assumed pods included), reported usage,
+    NodeMetric age, assumed and bound pods. 404 ``cannot find node <name>`` when unknown."""
+    state: ServiceState = request.app.state.service
+    node = state.cache.nodes.get(nodeName)
+    if node is None:
+        return error_response(f"cannot find node {nodeName}", 404)
+    usage, age = node_usage(state, nodeName)
+    assumed = state.cache.assumed_on(nodeName)
+    pods = sorted((state.cache.pods[u] for u in node.pods if u in state.cache.pods), key=lambda p: p.key)
+    body: dict[str, Any] = {
+        "name": nodeName,
+        "allocatable": format_resource_list(node.allocatable),
+        "requested": format_resource_list({k: v for k, v in node.requested.items() if v}),
+        "usage": format_resource_list(usage) if usage is not None else None,
+        "nodeMetricAgeSeconds": age if age is None or math.isfinite(age) else None,
+        "assumedPods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in assumed],
+        "pods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in pods],
+    }
+    return json_response(body)
+
+
+@router.get("/nodeslos/{nodeName}")
+async def query_nodeslo(nodeName: str, request: Request) -> Response:  # noqa: N803
+    """The cached NodeSLO named after the node; 404 when there is none."""
+    state: ServiceState = request.app.state.service
+    obj = state.cache.objects.get("NodeSLO", {}).get(nodeName)
+    if obj is None:
+        return error_response(f"cannot find nodeslo {nodeName}", 404)
+    return json_response(obj)
+
+
+@router.get("/plugins")
+async def list_plugins(request: Request) -> Response:
+    """Enabled plugins with their weights and extension points."""
+    state: ServiceState = request.app.state.service
+    return json_response(state.framework.describe())
+
+
+@router.post("/explain")
+async def explain(request: Request) -> Response:
+    """Same body as ``/filter``; answers per node the filter verdict of every plugin and the scores."""
+    start = time.perf_counter()
+    state: ServiceState = request.app.state.service
+    try:
+        response = json_response(state.extender.explain(decode(await request.body(), ExtenderArgs)))
+    except (BadRequest, PodError) as exc:
+        response = error_response(str(exc), 400)
+    state.metrics.observe("explain", response.status_code, time.perf_counter() - start)
+    return response
+
+
+def install_plugin_routes(app: FastAPI, state: ServiceState) -> None:
+    """Mount each ServiceProvider plugin's routes under ``/apis/v1/plugins/<name>``."""
+    for plugin in state.framework.plugins:
+        if not isinstance(plugin, ServiceProvider):
+            continue
+        for path, handler in plugin.routes():
+            app.add_api_route(
+                f"/apis/v1/plugins/{plugin.name}{path}",
+                _plugin_endpoint(handler),
+                methods=["GET"],
+                name=f"{plugin.name}:{path}",
+                summary=(handler.__doc__ or "").strip().splitlines()[0] if handler.__doc__ else None,
+            )
+
+
+def _plugin_endpoint(handler: Any) -> Any:
+    """An endpoint calling ``handler`` with the path parameters and answering its result as JSON."""
+
+    async def endpoint(request: Request) -> Response:
+        return json_response(await handler(**request.path_params))
+
+    return endpoint

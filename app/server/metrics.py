@@ -1,0 +1,70 @@
+"""Prometheus metrics of the service, on a registry owned by one app instance."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from app.cache.snapshot import ClusterCache
+from app.sources.base import Source
+
+#: Buckets for extender latency, in seconds (0.1 ms .. 1 s).
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class _StateCollector(Collector):
+    """Reads cache object counts and source watch restarts at scrape time (no per-event cost)."""
+
+    def __init__(self, cache: ClusterCache, source: Callable[[], Source | None]) -> None:
+        self.cache = cache
+        self.source = source
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        objects = GaugeMetricFamily("koord_cache_objects", "Objects in the snapshot cache by kind.", labels=["kind"])
+        for kind, count in sorted(self.cache.counts().items()):
+            objects.add_metric([kind], count)
+        yield objects
+        rejected = CounterMetricFamily(
+            "koord_cache_rejected_objects", "Malformed objects the cache refused, since start."
+        )
+        rejected.add_metric([], self.cache.rejected_objects)
+        yield rejected
+        src = self.source()
+        restarts = CounterMetricFamily("koord_source_watch_restarts", "Watch streams restarted (relist/reconnect).")
+        restarts.add_metric([], src.watch_restarts() if src is not None else 0)
+        yield restarts
+
+
+class ServiceMetrics:
+    """Per-verb request counters and latency histograms plus cache/source state.
+
+    Attributes:
+        registry: the CollectorRegistry served at ``/metrics``.
+        requests: ``koord_extender_requests_total{verb, code}``.
+        latency: ``koord_extender_request_duration_seconds{verb}``.
+    """
+
+    def __init__(self, cache: ClusterCache, source: Callable[[], Source | None]) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "koord_extender_requests",
+            "Extender and inspection requests by verb and HTTP status.",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "koord_extender_request_duration_seconds",
+            "Time spent answering a request, by verb.",
+            ["verb"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(cache, source))
+
+    def observe(self, verb: str, code: int, seconds: float) -> None:
+        """Record one request."""
+        self.requests.labels(verb, str(code)).inc()
+        self.latency.labels(verb).observe(seconds)

@@ -1,0 +1,22 @@
+"""Everything a request handler needs, created by the app factory and kept on ``app.state``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.cache.snapshot import ClusterCache
+from app.framework.runtime import Framework
+from app.server.extender import ExtenderService
+from app.server.metrics import ServiceMetrics
+from app.sources.base import Source
+
+
+@dataclass(slots=True)
+class ServiceState:
+    """The service's parts: cache, framework, source, extender logic and metrics."""
+
+    cache: ClusterCache
+    framework: Framework
+    source: Source
+    extender: ExtenderService
+    metrics: ServiceMetrics

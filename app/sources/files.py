@@ -1,0 +1,293 @@
+"""The file source: cluster objects from YAML/JSON files (the embedded default).
+
+``path`` is a file or a directory (read recursively: ``*.yaml``, ``*.yml``, ``*.json``). A file may
+hold one object, several YAML documents, or a ``kind: List`` as ``kubectl get ... -o yaml``
+prints. The directory is polled; when files change they are re-read and the differences are
+delivered as watch events, so another process (the node agent writing NodeMetrics) can feed
+the service.
+
+Embedded-mode conventions:
+
+- Pods without ``metadata.uid`` get a stable uid derived from ``namespace/name``.
+- A NodeMetric without ``status.updateTime`` stands for a node agent that keeps reporting the
+  same values: its ``updateTime`` is stamped at load and re-stamped every ``restamp_interval``
+  seconds, so it never expires.
+- ``bind`` records the binding in memory (it survives file reloads) and delivers the bound pod as
+  a MODIFIED event, as a watch would after a real binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from app.api.kinds import KINDS, object_key
+from app.api.timeparse import format_time
+from app.sources.base import WATCHED_KINDS, BindError, Source
+from app.sources.events import Event, EventSink, EventType
+
+log = logging.getLogger(__name__)
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class SourceError(Exception):
+    """The cluster files cannot be read or parsed; the message names the file (and document)."""
+
+
+def _documents(path: Path) -> list[Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        if path.suffix == ".json":
+            return [orjson.loads(text)]
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
+        raise SourceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+
+
+def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(doc, dict):
+        raise SourceError(f"{where}: expected an object with apiVersion and kind, got {type(doc).__name__}")
+    kind = doc.get("kind")
+    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
+        item_kind = kind[: -len("List")] if kind != "List" else None
+        out: list[dict[str, Any]] = []
+        for i, item in enumerate(doc["items"]):
+            if isinstance(item, dict) and item_kind and "kind" not in item:
+                item = {**item, "kind": item_kind}
+            out.extend(_flatten(item, f"{where} items[{i}]"))
+        return out
+    if not isinstance(kind, str) or not kind:
+        raise SourceError(f"{where}: missing kind")
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise SourceError(f"{where}: {kind} without metadata.name")
+    return [doc]
+
+
+def files_under(path: Path) -> list[Path]:
+    """The cluster files at ``path`` (itself if a file), sorted.
+
+    Raises:
+        SourceError: ``path`` does not exist.
+    """
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+    raise SourceError(f"{path}: no such file or directory")
+
+
+def load_objects(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """Read every object under ``path``, grouped as kind -> key -> object.
+
+    Raises:
+        SourceError: a file is unreadable or malformed (the message names it).
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for file in files_under(path):
+        for i, doc in enumerate(_documents(file)):
+            for obj in _flatten(doc, f"{file} document {i + 1}"):
+                kind = obj["kind"]
+                if kind == "Pod":
+                    meta = obj["metadata"]
+                    if not meta.get("uid"):
+                        ns = meta.get("namespace") or "default"
+                        obj = {**obj, "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))}}
+                out.setdefault(kind, {})[object_key(obj)] = obj
+    return out
+
+
+def _snapshot(path: Path) -> tuple[tuple[str, float, int], ...]:
+    try:
+        return tuple((str(p), p.stat().st_mtime, p.stat().st_size) for p in files_under(path))
+    except (SourceError, OSError):
+        return ()
+
+
+class FileSource(Source):
+    """Cluster objects from files; see the module docstring.
+
+    Args:
+        path: a file or directory of YAML/JSON objects.
+        poll_interval: seconds between checks for changed files (0 disables polling).
+        restamp_interval: seconds between re-stamps of NodeMetrics that had no updateTime.
+        kinds: kinds delivered to the sink (others in the files are ignored).
+
+    Raises (from :meth:`start`):
+        SourceError: the initial load failed.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        poll_interval: float = 1.0,
+        restamp_interval: float = 30.0,
+        kinds: tuple[str, ...] = (*WATCHED_KINDS, "ConfigMap"),
+    ) -> None:
+        self.path = Path(path)
+        self.poll_interval = poll_interval
+        self.restamp_interval = restamp_interval
+        self.kinds = kinds
+        self._sink: EventSink | None = None
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self._bindings: dict[str, str] = {}  # pod key -> node
+        self._adopted: dict[str, dict[str, Any]] = {}  # pods bound through us that no file holds
+        self._stamped: set[str] = set()  # NodeMetric keys re-stamped by us
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready = False
+        self._files_state: tuple[tuple[str, float, int], ...] = ()
+        self.reload_errors = 0
+
+    @property
+    def description(self) -> str:
+        """``files:<path>``."""
+        return f"files:{self.path}"
+
+    def ready(self) -> bool:
+        """True after the first load was delivered."""
+        return self._ready
+
+    async def start(self, sink: EventSink) -> None:
+        """Load the files, deliver them, and start polling and re-stamping."""
+        self._sink = sink
+        self._files_state = _snapshot(self.path)
+        loaded = await asyncio.to_thread(load_objects, self.path)
+        self._deliver(self._prepare(loaded), initial=True)
+        self._ready = True
+        if self.poll_interval > 0:
+            self._tasks.append(asyncio.create_task(self._poll_loop()))
+        if self.restamp_interval > 0:
+            self._tasks.append(asyncio.create_task(self._restamp_loop()))
+
+    async def stop(self) -> None:
+        """Cancel polling and re-stamping."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+
+    # ------------------------------------------------------------------ loading
+    def _prepare(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
+        now = format_time(time.time())
+        pods = loaded.setdefault("Pod", {})
+        for key, pod in self._adopted.items():
+            pods.setdefault(key, pod)
+        for key, node in self._bindings.items():
+            pod = pods.get(key)
+            if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+                pods[key] = _bound(pod, node, now)
+        self._stamped = set()
+        for key, metric in loaded.get("NodeMetric", {}).items():
+            status = metric.get("status")
+            if isinstance(status, dict) and not status.get("updateTime"):
+                metric["status"] = {**status, "updateTime": now}
+                self._stamped.add(key)
+        return loaded
+
+    def _deliver(self, loaded: dict[str, dict[str, dict[str, Any]]], initial: bool = False) -> None:
+        assert self._sink is not None
+        for kind in self.kinds:
+            new = loaded.get(kind, {})
+            old = self._objects.get(kind, {})
+            if initial:
+                self._sink.replace(kind, list(new.values()))
+                continue
+            for key, obj in new.items():
+                if old.get(key) != obj:
+                    self._sink.apply(Event(kind, EventType.ADDED if key not in old else EventType.MODIFIED, obj))
+            for key, obj in old.items():
+                if key not in new:
+                    self._sink.apply(Event(kind, EventType.DELETED, obj))
+        self._objects = {k: dict(v) for k, v in loaded.items()}
+
+    async def _poll_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            state = await asyncio.to_thread(_snapshot, self.path)
+            if state == self._files_state:
+                continue
+            self._files_state = state
+            try:
+                loaded = await asyncio.to_thread(load_objects, self.path)
+            except SourceError as exc:
+                self.reload_errors += 1
+                log.warning("keeping the last good cluster state: %s", exc)
+                continue
+            self._deliver(self._prepare(loaded))
+
+    async def _restamp_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.restamp_interval)
+            now = format_time(time.time())
+            for key in list(self._stamped):
+                metric = self._objects.get("NodeMetric", {}).get(key)
+                if metric is None:
+                    continue
+                metric = {**metric, "status": {**metric["status"], "updateTime": now}}
+                self._objects["NodeMetric"][key] = metric
+                if self._sink is not None and "NodeMetric" in self.kinds:
+                    self._sink.apply(Event("NodeMetric", EventType.MODIFIED, metric))
+
+    # ------------------------------------------------------------------ bind
+    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+        """Record the binding and deliver the bound pod as a watch event on the next loop turn.
+
+        ``pod`` (the object from the extender request) is adopted when no file holds the pod.
+
+        Raises:
+            BindError: the node is unknown, the pod is unknown and no object was given, or the
+                pod is already bound to another node.
+        """
+        key = f"{namespace or 'default'}/{name}"
+        if node not in self._objects.get("Node", {}):
+            raise BindError(f'nodes "{node}" not found')
+        pods = self._objects.setdefault("Pod", {})
+        current = pods.get(key)
+        if current is None:
+            if pod is None:
+                raise BindError(f'pods "{name}" not found')
+            current = copy.deepcopy(pod)
+            current.setdefault("metadata", {}).setdefault("namespace", namespace or "default")
+            current.setdefault("kind", "Pod")
+            current.setdefault("apiVersion", "v1")
+            self._adopted[key] = current
+        bound_to = (current.get("spec") or {}).get("nodeName")
+        if bound_to and bound_to != node:
+            raise BindError(f'pod {name} is already assigned to node "{bound_to}"')
+        self._bindings[key] = node
+        bound = _bound(current, node, format_time(time.time()))
+        pods[key] = bound
+        if key in self._adopted:
+            self._adopted[key] = bound
+        sink = self._sink
+        if sink is not None:
+            asyncio.get_running_loop().call_soon(sink.apply, Event("Pod", EventType.MODIFIED, bound))
+
+
+def _bound(pod: dict[str, Any], node: str, now: str) -> dict[str, Any]:
+    """A copy of ``pod`` bound to ``node`` with a PodScheduled=True condition at ``now``."""
+    spec = {**(pod.get("spec") or {}), "nodeName": node}
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") != "PodScheduled"]
+    conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
+    status["conditions"] = conditions
+    return {**pod, "spec": spec, "status": status}
+
+
+KNOWN_KINDS = frozenset(KINDS)
