@@ -313,9 +313,7 @@ class ResourceThresholdStrategy(KubeModel):
     cpu_evict_be_satisfaction_lower_percent: int | None = Field(
         default=None, alias="cpuEvictBESatisfactionLowerPercent"
     )
-    cpu_evict_be_usage_threshold_percent: int | None = Field(
-        default=None, alias="cpuEvictBEUsageThresholdPercent"
-    )
+    cpu_evict_be_usage_threshold_percent: int | None = Field(default=None, alias="cpuEvictBEUsageThresholdPercent")
     cpu_evict_time_window_seconds: int | None = None
     cpu_evict_threshold_percent: int | None = None
     cpu_evict_lower_percent: int | None = None

@@ -211,6 +211,8 @@ def parse_pod(obj: Any) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise PodError("spec.priority: expected an integer")
+    requests = _aggregate(spec, use_limits=False)  # first, so errors name spec.containers[i]
+    limits = _aggregate(spec, use_limits=True)
     kube_qos = status.get("qosClass") or kube_qos_class(spec)
     qos = qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
     if qos == QoSClass.NONE:
@@ -230,8 +232,8 @@ def parse_pod(obj: Any) -> PodInfo:
         namespace=str(meta.get("namespace") or "default"),
         name=name,
         node_name=node_name,
-        requests=_aggregate(spec, use_limits=False),
-        limits=_aggregate(spec, use_limits=True),
+        requests=requests,
+        limits=limits,
         priority=priority,
         qos=qos,
         priority_class=pclass,

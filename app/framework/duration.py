@@ -15,7 +15,7 @@ def parse_duration(value: object) -> float:
         ValueError: not a Go duration (the message quotes the value).
     """
     if not isinstance(value, str):
-        raise ValueError(f"invalid duration {value!r}: expected a string such as \"5m\"")
+        raise ValueError(f'invalid duration {value!r}: expected a string such as "5m"')
     text = value.strip()
     sign = 1.0
     if text[:1] in "+-" and text:
@@ -27,7 +27,7 @@ def parse_duration(value: object) -> float:
     while pos < len(text):
         m = _PART.match(text, pos)
         if m is None:
-            raise ValueError(f"invalid duration {value!r}: expected a string such as \"5m\" or \"1h30m\"")
+            raise ValueError(f'invalid duration {value!r}: expected a string such as "5m" or "1h30m"')
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if pos == 0:

@@ -188,7 +188,7 @@ class Framework:
 
     def describe(self) -> list[dict[str, Any]]:
         """Enabled plugins with their weights and extension points, for inspection."""
-        points = {
+        points: dict[str, list[Any]] = {
             "PreFilter": self.pre_filter_plugins,
             "Filter": self.filter_plugins,
             "Score": self.score_plugins,

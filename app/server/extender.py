@@ -86,8 +86,8 @@ class ExtenderService:
         names = self.candidate_names(args)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
+        pod = self.pod_info(args.Pod)  # PodError -> HTTP 400 upstream of here
         try:
-            pod = self.pod_info(args.Pod)
             state = self.framework.new_cycle()
             batch, positions, missing = self._batch(names)
             for pos in missing:
@@ -107,7 +107,13 @@ class ExtenderService:
                     target[batch.names[i]] = status.message
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
-            return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(exc)}
+            return {
+                "Nodes": None,
+                "NodeNames": None,
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": str(exc),
+            }
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,
@@ -242,7 +248,9 @@ class ExtenderService:
             for plugin in self.framework.filter_plugins:
                 failure = per_plugin.get(plugin.name, {}).get(i)
                 if pre.is_success():
-                    verdicts[plugin.name] = _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
+                    verdicts[plugin.name] = (
+                        _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
+                    )
             nodes[name] = {
                 "feasible": all(v["status"] == "Success" for v in verdicts.values()),
                 "filter": verdicts,

@@ -60,7 +60,7 @@ def node_usage(state: ServiceState, name: str) -> tuple[dict[str, int] | None, f
 
 
 @router.get("/nodes/{nodeName}")
-async def query_node(nodeName: str, request: Request) -> Response:  # noqa: N803 - upstream's parameter name
+async def query_node(nodeName: str, request: Request) -> Response:
     """A node's snapshot: allocatable, requested (assumed pods included), reported usage,
     NodeMetric age, assumed and bound pods. 404 ``cannot find node <name>`` when unknown."""
     state: ServiceState = request.app.state.service
@@ -83,7 +83,7 @@ async def query_node(nodeName: str, request: Request) -> Response:  # noqa: N803
 
 
 @router.get("/nodeslos/{nodeName}")
-async def query_nodeslo(nodeName: str, request: Request) -> Response:  # noqa: N803
+async def query_nodeslo(nodeName: str, request: Request) -> Response:
     """The cached NodeSLO named after the node; 404 when there is none."""
     state: ServiceState = request.app.state.service
     obj = state.cache.objects.get("NodeSLO", {}).get(nodeName)

@@ -53,9 +53,7 @@ class Source(ABC):
         """True once every watched kind has completed its first full list."""
 
     @abstractmethod
-    async def bind(
-        self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None
-    ) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
         """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object if known.
 
         Raises:

@@ -105,7 +105,10 @@ def load_objects(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
                     meta = obj["metadata"]
                     if not meta.get("uid"):
                         ns = meta.get("namespace") or "default"
-                        obj = {**obj, "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))}}
+                        obj = {
+                            **obj,
+                            "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))},
+                        }
                 out.setdefault(kind, {})[object_key(obj)] = obj
     return out
 
@@ -186,12 +189,12 @@ class FileSource(Source):
     def _prepare(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
         now = format_time(time.time())
         pods = loaded.setdefault("Pod", {})
-        for key, pod in self._adopted.items():
-            pods.setdefault(key, pod)
+        for key, adopted in self._adopted.items():
+            pods.setdefault(key, adopted)
         for key, node in self._bindings.items():
-            pod = pods.get(key)
-            if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
-                pods[key] = _bound(pod, node, now)
+            found = pods.get(key)
+            if found is not None and not (found.get("spec") or {}).get("nodeName"):
+                pods[key] = _bound(found, node, now)
         self._stamped = set()
         for key, metric in loaded.get("NodeMetric", {}).items():
             status = metric.get("status")

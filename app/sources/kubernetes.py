@@ -86,9 +86,7 @@ class _HTTPStatusError(Exception):
         self.status = status
 
 
-def load_configuration(
-    kubeconfig: str | None = None, *, in_cluster: bool = False
-) -> kubernetes.client.Configuration:
+def load_configuration(kubeconfig: str | None = None, *, in_cluster: bool = False) -> kubernetes.client.Configuration:
     """Build a client configuration the way ``kubectl`` would.
 
     Args:
@@ -110,9 +108,7 @@ def load_configuration(
         kubernetes.config.load_incluster_config(client_configuration=cfg)
         return cfg
     if kubeconfig is not None:
-        kubernetes.config.load_kube_config(
-            config_file=kubeconfig, client_configuration=cfg, persist_config=False
-        )
+        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
         return cfg
     try:
         kubernetes.config.load_kube_config(client_configuration=cfg, persist_config=False)
@@ -220,9 +216,7 @@ class _Reflector:
         self.rv: str | None = None
         self.failures = 0  # consecutive errors, drives the backoff
         self.expired_streak = 0  # consecutive 410s without a delivered event in between
-        self.thread = threading.Thread(
-            target=self.run, name=f"reflector-{info.kind}", daemon=True
-        )
+        self.thread = threading.Thread(target=self.run, name=f"reflector-{info.kind}", daemon=True)
         self.response: Any = None  # the in-flight streamed response, for stop()
         self.missing_status: int | None = None  # set while the kind answers 404/403
 
@@ -296,8 +290,7 @@ class _Reflector:
             except Exception as exc:
                 if self.stopped():
                     break
-                log.warning("watch of %s failed (%s), retrying from resourceVersion %s",
-                            self.kind, exc, self.rv)
+                log.warning("watch of %s failed (%s), retrying from resourceVersion %s", self.kind, exc, self.rv)
                 self.source._count_restart()
                 self.backoff()
         self.clear_response()
@@ -311,7 +304,10 @@ class _Reflector:
             if self.missing_status != exc.status:
                 log.warning(
                     "cannot list %s (%s): HTTP %d (%s); treating it as empty and retrying every %gs",
-                    self.kind, self.info.collection_path(), exc.status, exc,
+                    self.kind,
+                    self.info.collection_path(),
+                    exc.status,
+                    exc,
                     self.source._missing_retry,
                 )
                 self.missing_status = exc.status
@@ -379,13 +375,15 @@ class _Reflector:
         :class:`_Missing` on 404/403 and any other exception on errors.
         """
         src = self.source
-        query = [("watch", "true"), ("allowWatchBookmarks", "true"),
-                 ("timeoutSeconds", str(src._watch_timeout))]
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(src._watch_timeout))]
         if self.rv:
             query.insert(1, ("resourceVersion", self.rv))
         started = time.monotonic()
         resp = _request(
-            src._api, "GET", self.info.collection_path(), query=query,
+            src._api,
+            "GET",
+            self.info.collection_path(),
+            query=query,
             timeout=(CONNECT_TIMEOUT, src._watch_timeout + WATCH_READ_SLACK),
         )
         self.set_response(resp)
@@ -430,7 +428,7 @@ class _Reflector:
                 nl = buf.find(b"\n")
                 if nl < 0:
                     break
-                line, buf = buf[:nl].strip(), buf[nl + 1:]
+                line, buf = buf[:nl].strip(), buf[nl + 1 :]
                 if line:
                     yield line
         if buf.strip():
@@ -590,9 +588,7 @@ class KubernetesSource(Source):
         """Relists and re-watches caused by errors, 410s or dropped streams since start."""
         return self._restarts
 
-    async def bind(
-        self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None
-    ) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
         """POST a ``Binding`` of pod ``namespace/name`` (uid ``uid``) to node ``node``.
 
         The uid precondition makes the API server refuse the binding if the pod was recreated.
@@ -612,8 +608,11 @@ class KubernetesSource(Source):
 
         def _post() -> tuple[int, bytes]:
             resp = _request(
-                self._api, "POST", "/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                path_params={"namespace": namespace, "name": name}, body=body,
+                self._api,
+                "POST",
+                "/api/v1/namespaces/{namespace}/pods/{name}/binding",
+                path_params={"namespace": namespace, "name": name},
+                body=body,
             )
             try:
                 return int(resp.status), resp.data

@@ -81,15 +81,15 @@ class FakeAPIServer:
         self.open_watches: dict[str, int] = defaultdict(int)
         self.posts: list[tuple[str, dict[str, Any], dict[str, str]]] = []
         self.post_answer: tuple[int, dict[str, Any]] = (
-            201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201},
+            201,
+            {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201},
         )
         self.auth_headers: list[str | None] = []
         self.closed = False
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     # -- controls (called from the test) -------------------------------------------------------
 
@@ -163,8 +163,15 @@ class FakeAPIServer:
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "reason": reason, "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def _make_handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
@@ -215,7 +222,7 @@ def _make_handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 rv = fake.rv
             start = int(q.get("continue", "0"))
             limit = int(q.get("limit", "0")) or len(items) or 1
-            page = items[start:start + limit]
+            page = items[start : start + limit]
             meta: dict[str, Any] = {"resourceVersion": str(rv)}
             if start + limit < len(items):
                 meta["continue"] = str(start + limit)
@@ -226,8 +233,7 @@ def _make_handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 o.pop("apiVersion", None)
                 out.append(o)
             kind, api_version = KIND_OF[path]
-            self._json(200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta,
-                             "items": out})
+            self._json(200, {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": out})
 
         def _chunk(self, event: dict[str, Any]) -> None:
             data = json.dumps(event).encode() + b"\n"
@@ -252,15 +258,18 @@ def _make_handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 expire_gen, drop_gen = fake.expire_gen[path], fake.drop_gen[path]
             try:
                 if since < fake.compacted[path]:
-                    self._chunk({"type": "ERROR",
-                                 "object": _status(410, "Expired", "too old resource version")})
+                    self._chunk({"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
                     self.wfile.write(b"0\r\n\r\n")
                     return
                 while True:
                     with fake.cond:
                         pending = [e for e in fake.history[path] if e["rv"] > since]
-                        if not pending and not fake.closed and expire_gen == fake.expire_gen[path] \
-                                and drop_gen == fake.drop_gen[path]:
+                        if (
+                            not pending
+                            and not fake.closed
+                            and expire_gen == fake.expire_gen[path]
+                            and drop_gen == fake.drop_gen[path]
+                        ):
                             fake.cond.wait(0.05)
                             pending = [e for e in fake.history[path] if e["rv"] > since]
                         expired = expire_gen != fake.expire_gen[path]
@@ -270,8 +279,7 @@ def _make_handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                         self._chunk({"type": e["type"], "object": e["object"]})
                         since = e["rv"]
                     if expired:
-                        self._chunk({"type": "ERROR",
-                                     "object": _status(410, "Expired", "too old resource version")})
+                        self._chunk({"type": "ERROR", "object": _status(410, "Expired", "too old resource version")})
                         self.wfile.write(b"0\r\n\r\n")
                         return
                     if dropped or closed:
@@ -497,7 +505,9 @@ async def test_5xx_watch_backs_off_and_rewatches(
 
 
 async def test_missing_crd_does_not_block_readiness(
-    fake: FakeAPIServer, sink: RecordingSink, make_source: Callable[..., KubernetesSource],
+    fake: FakeAPIServer,
+    sink: RecordingSink,
+    make_source: Callable[..., KubernetesSource],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="app.sources.kubernetes")
@@ -518,9 +528,7 @@ async def test_missing_crd_does_not_block_readiness(
     await wait_for(lambda: fake.open_watches[NODEMETRICS] == 1)
 
 
-async def test_bind(
-    fake: FakeAPIServer, sink: RecordingSink, make_source: Callable[..., KubernetesSource]
-) -> None:
+async def test_bind(fake: FakeAPIServer, sink: RecordingSink, make_source: Callable[..., KubernetesSource]) -> None:
     src = make_source(())
     await src.bind("default", "p1", "uid-p1", "n2")
     path, body, headers = fake.posts[-1]

@@ -290,7 +290,7 @@ class LoadAwareScheduling(CacheListener):
         """``GET node/{nodeName}``: the node's assign-cache view, as upstream's ``NodeAssignInfoData``."""
         return [("/node/{nodeName}", self.node_info)]
 
-    async def node_info(self, nodeName: str) -> dict[str, Any]:  # noqa: N803 - upstream's path parameter
+    async def node_info(self, nodeName: str) -> dict[str, Any]:
         """Assigned pods (by timestamp) and, with a NodeMetric, prodUsage / nodeDelta / prodDelta /
         nodeEstimated as ResourceLists plus the pods behind each (sorted ``namespace/name``)."""
         from app.api.timeparse import format_time

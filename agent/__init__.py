@@ -1,0 +1,1 @@
+"""The node agent (koordlet): metrics, NodeMetric reporting and QoS enforcement. Arrives with its issue."""

@@ -1,0 +1,99 @@
+"""Pod parsing: requests as Kubernetes computes them, QoS and priority class as Koordinator resolves them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.api.koordext import PriorityClass, QoSClass
+from app.cache.podinfo import PodError, parse_pod
+
+
+def make(
+    spec: dict[str, Any], labels: dict[str, str] | None = None, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "labels": labels or {}}, "spec": spec, "status": status or {}}
+
+
+def c(req: dict[str, str] | None = None, lim: dict[str, str] | None = None, **kw: Any) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    if req:
+        res["requests"] = req
+    if lim:
+        res["limits"] = lim
+    return {"name": "c", "resources": res, **kw}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"containers": [c({"cpu": "1"}), c({"cpu": "500m"})]}, {"cpu": 1500}),
+        ({"containers": [c({"cpu": "1"})], "initContainers": [c({"cpu": "3"})]}, {"cpu": 3000}),
+        (  # a restartable (sidecar) init container adds to the app containers
+            {"containers": [c({"cpu": "1"})], "initContainers": [c({"cpu": "500m"}, restartPolicy="Always")]},
+            {"cpu": 1500},
+        ),
+        ({"containers": [c({"memory": "1Gi"})], "overhead": {"memory": "64Mi"}}, {"memory": (1 << 30) + (64 << 20)}),
+        ({"containers": [c({"kubernetes.io/batch-cpu": "2000"})]}, {"kubernetes.io/batch-cpu": 2000}),
+    ],
+    ids=["sum", "init-max", "sidecar", "overhead", "batch"],
+)
+def test_requests(spec: dict[str, Any], expected: dict[str, int]) -> None:
+    assert parse_pod(make(spec)).requests == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec", "status", "qos", "pclass"),
+    [
+        ({"koordinator.sh/qosClass": "BE"}, {"containers": [c()]}, {}, QoSClass.BE, PriorityClass.BATCH),
+        (
+            {},
+            {"containers": [c({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})]},
+            {},
+            QoSClass.LSR,
+            PriorityClass.PROD,
+        ),
+        ({}, {"containers": [c({"cpu": "1"})]}, {}, QoSClass.LS, PriorityClass.PROD),
+        ({}, {"containers": [c()]}, {}, QoSClass.BE, PriorityClass.BATCH),
+        ({}, {"containers": [c()], "priority": 7500}, {}, QoSClass.BE, PriorityClass.MID),
+        (
+            {"koordinator.sh/priority-class": "koord-free"},
+            {"containers": [c()], "priority": 9500},
+            {},
+            QoSClass.BE,
+            PriorityClass.FREE,
+        ),
+        (
+            {"koordinator.sh/qosClass": "bogus"},
+            {"containers": [c()]},
+            {"qosClass": "Burstable"},
+            QoSClass.LS,
+            PriorityClass.PROD,
+        ),
+    ],
+    ids=["label-be", "guaranteed-lsr", "burstable-ls", "besteffort-be", "mid-band", "label-wins", "unknown-label"],
+)
+def test_qos_and_priority_class(
+    labels: dict[str, str], spec: dict[str, Any], status: dict[str, Any], qos: QoSClass, pclass: PriorityClass
+) -> None:
+    info = parse_pod(make(spec, labels, status))
+    assert info.qos == qos
+    assert info.priority_class == pclass
+
+
+@pytest.mark.parametrize(
+    ("obj", "needle"),
+    [
+        ("pod", "expected an object"),
+        ({"metadata": {}}, "metadata.name"),
+        (make({"containers": "x"}), "spec.containers"),
+        (make({"containers": [c({"cpu": "x"})]}), "spec.containers[0].resources.requests.cpu"),
+        (make({"containers": [], "priority": "high"}), "spec.priority"),
+        ({"metadata": {"name": "p", "labels": {"a": 1}}}, "metadata.labels.a"),
+    ],
+    ids=["not-object", "no-name", "containers-not-list", "bad-quantity", "bad-priority", "bad-label"],
+)
+def test_malformed_pods_raise_pod_error(obj: Any, needle: str) -> None:
+    with pytest.raises(PodError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        parse_pod(obj)

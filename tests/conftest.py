@@ -1,0 +1,103 @@
+"""Shared fixtures: wire samples, a cluster built from them, and a real uvicorn server."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+import yaml
+
+from app.framework.config import SchedulerConfig
+from app.server.app import create_app
+from app.sources.files import FileSource
+
+ROOT = Path(__file__).resolve().parents[1]
+WIRE = ROOT.parent / "shared" / "reference" / "wire-samples"
+EXAMPLE_CLUSTER = ROOT / "examples" / "cluster"
+
+
+def wire(name: str) -> dict[str, Any]:
+    """A wire sample captured from kube-scheduler / kube-apiserver v1.26, as a dict."""
+    data: dict[str, Any] = json.loads((WIRE / name).read_text())
+    return data
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
+
+    def __init__(self, source: FileSource, config: SchedulerConfig | None = None) -> None:
+        self.app = create_app(source, config)
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = httpx.Client(base_url=self.url, timeout=10.0)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                if self.client.get("/readyz").status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("server did not become ready")
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    @property
+    def service(self) -> Any:
+        return self.app.state.service
+
+
+def fake_nodes_cluster(tmp: Path) -> Path:
+    """A cluster dir holding the three nodes of filter.nodecache-false.json (fake-node-1..3)."""
+    nodes = wire("filter.nodecache-false.json")["Nodes"]["items"]
+    (tmp / "nodes.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": nodes}))
+    return tmp
+
+
+@pytest.fixture
+def example_server(tmp_path: Path) -> Iterator[LiveServer]:
+    """A live server on a copy of the example cluster."""
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    for f in EXAMPLE_CLUSTER.iterdir():
+        (cluster / f.name).write_text(f.read_text())
+    with LiveServer(FileSource(cluster, poll_interval=0.1)) as srv:
+        yield srv
+
+
+@pytest.fixture
+def fake_node_server(tmp_path: Path) -> Iterator[LiveServer]:
+    """A live server whose cluster is the wire samples' fake-node-1..3 (no NodeMetrics)."""
+    with LiveServer(FileSource(fake_nodes_cluster(tmp_path), poll_interval=0)) as srv:
+        yield srv
+
+
+def filter_body(pod: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """ExtenderArgs as kube-scheduler sends it with nodeCacheCapable: true."""
+    return {"Pod": copy.deepcopy(pod), "Nodes": None, "NodeNames": names}

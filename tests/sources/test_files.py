@@ -1,0 +1,132 @@
+"""The file source: formats, errors naming the file, reloads, re-stamped NodeMetrics, bindings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.sources.base import BindError
+from app.sources.events import Event
+from app.sources.files import FileSource, SourceError, load_objects
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self.events: list[Event] = []
+
+    def replace(self, kind: str, objects: list[dict[str, Any]]) -> None:
+        self.objects[kind] = {o["metadata"]["name"]: o for o in objects}
+
+    def apply(self, event: Event) -> None:
+        self.events.append(event)
+        store = self.objects.setdefault(event.kind, {})
+        if event.type == "DELETED":
+            store.pop(event.obj["metadata"]["name"], None)
+        else:
+            store[event.obj["metadata"]["name"]] = event.obj
+
+
+NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: %s}\nstatus: {allocatable: {cpu: '4'}}\n"
+
+
+def test_single_multidoc_and_list_forms(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(NODE % "n1" + "---\n" + NODE % "n2")
+    (tmp_path / "b.yml").write_text(
+        "apiVersion: v1\nkind: PodList\nitems:\n- metadata: {name: p1, namespace: ns}\n  spec: {}\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.json").write_text('{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n3"}}')
+    objs = load_objects(tmp_path)
+    assert sorted(objs["Node"]) == ["n1", "n2", "n3"]
+    assert list(objs["Pod"]) == ["ns/p1"]
+    assert objs["Pod"]["ns/p1"]["metadata"]["uid"]  # a stable uid is derived
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("kind: Node\nmetadata: {name: [unclosed\n", "not valid YAML"),
+        ("apiVersion: v1\nmetadata: {name: x}\n", "document 1: missing kind"),
+        ("apiVersion: v1\nkind: Node\nmetadata: {}\n", "Node without metadata.name"),
+        ("- 1\n- 2\n", "expected an object"),
+    ],
+    ids=["bad-yaml", "no-kind", "no-name", "not-object"],
+)
+def test_bad_files_name_the_file(tmp_path: Path, content: str, needle: str) -> None:
+    (tmp_path / "bad.yaml").write_text(content)
+    with pytest.raises(SourceError, match=r"bad\.yaml") as info:
+        load_objects(tmp_path)
+    assert needle in str(info.value)
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="no such file"):
+        load_objects(tmp_path / "nope")
+
+
+async def test_reload_delivers_differences_and_keeps_last_good(tmp_path: Path) -> None:
+    (tmp_path / "nodes.yaml").write_text(NODE % "n1")
+    src = FileSource(tmp_path, poll_interval=0.05, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        assert src.ready() and list(sink.objects["Node"]) == ["n1"]
+        (tmp_path / "nodes.yaml").write_text(NODE % "n2")
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if "n2" in sink.objects["Node"]:
+                break
+        assert list(sink.objects["Node"]) == ["n2"]
+        assert [e.type for e in sink.events] == ["ADDED", "DELETED"]
+        (tmp_path / "nodes.yaml").write_text("kind: [broken")
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if src.reload_errors:
+                break
+        assert src.reload_errors == 1
+        assert list(sink.objects["Node"]) == ["n2"]
+    finally:
+        await src.stop()
+
+
+async def test_node_metric_without_update_time_is_restamped(tmp_path: Path) -> None:
+    (tmp_path / "m.yaml").write_text(
+        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\nmetadata: {name: n1}\n"
+        "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
+    )
+    src = FileSource(tmp_path, poll_interval=0, restamp_interval=0.05)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        first = sink.objects["NodeMetric"]["n1"]["status"]["updateTime"]
+        assert first.endswith("Z")
+        for _ in range(50):
+            await asyncio.sleep(0.02)
+            if sink.events:
+                break
+        assert sink.events and sink.events[0].kind == "NodeMetric"
+    finally:
+        await src.stop()
+
+
+async def test_bind_records_and_delivers(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(
+        NODE % "n1" + "---\napiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: d}\nspec: {}\n"
+    )
+    src = FileSource(tmp_path, poll_interval=0, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    await src.bind("d", "p", "", "n1")
+    await asyncio.sleep(0)
+    bound = sink.objects["Pod"]["p"]
+    assert bound["spec"]["nodeName"] == "n1"
+    assert bound["status"]["conditions"][-1]["type"] == "PodScheduled"
+    with pytest.raises(BindError, match='nodes "ghost" not found'):
+        await src.bind("d", "p", "", "ghost")
+    with pytest.raises(BindError, match='pods "q" not found'):
+        await src.bind("d", "q", "", "n1")
+    await src.stop()

@@ -1,0 +1,1 @@
+"""Admission webhooks (ClusterColocationProfile, ElasticQuota, pod QoS rules). Arrive with their issue."""
