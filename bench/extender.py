@@ -145,9 +145,7 @@ def make_node(rng: random.Random, name: str, created: str) -> dict[str, Any]:
             "resourceVersion": str(rng.randrange(100, 10_000_000)),
             "creationTimestamp": created,
             "labels": labels,
-            "annotations": {
-                "kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(applied).decode() + "\n"
-            },
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": orjson.dumps(applied).decode() + "\n"},
             "managedFields": _managed_fields(created),
         },
         "spec": {},
@@ -332,7 +330,8 @@ class InMemorySource(Source):
 def load_wire_pod() -> dict[str, Any]:
     """The Pod of the captured filter request (kube-scheduler v1.26, nodeCacheCapable)."""
     sample = orjson.loads((WIRE_SAMPLES / "filter.json").read_bytes())
-    return sample["Pod"]  # type: ignore[no-any-return]
+    pod: dict[str, Any] = sample["Pod"]
+    return pod
 
 
 def candidate_sets(names: Sequence[str], candidates: int, count: int, seed: int) -> list[list[str]]:

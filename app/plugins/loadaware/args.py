@@ -45,9 +45,7 @@ class LoadAwareSchedulingArgs:
     prod_usage_include_sys: bool = False
     score_according_prod_usage: bool = False
     estimator: str = ""
-    estimated_scaling_factors: dict[str, int] = field(
-        default_factory=lambda: dict(DEFAULT_ESTIMATED_SCALING_FACTORS)
-    )
+    estimated_scaling_factors: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_ESTIMATED_SCALING_FACTORS))
     estimated_seconds_after_pod_scheduled: int | None = None
     estimated_seconds_after_initialized: int | None = None
     allow_customize_estimation: bool = False
@@ -212,9 +210,10 @@ def decode_args(raw: dict[str, Any]) -> LoadAwareSchedulingArgs:
     args.prod_usage_include_sys = _bool(raw, "prodUsageIncludeSys", False)
     args.score_according_prod_usage = _bool(raw, "scoreAccordingProdUsage", False)
     estimator = raw.get("estimator") or ""
-    if estimator not in ("", "default", "defaultEstimator"):
-        raise ArgsError("estimator", f"unsupported estimator {estimator!r} (only the default estimator exists)")
-    args.estimator = str(estimator)
+    if not isinstance(estimator, str):
+        raise ArgsError("estimator", f"expected a string, got {estimator!r}")
+    # Any name is accepted: an unknown one falls back to the default estimator (estimator/types.go NewEstimator).
+    args.estimator = estimator
     factors = _int_map(raw, "estimatedScalingFactors")
     if factors is None:
         factors = dict(DEFAULT_ESTIMATED_SCALING_FACTORS)

@@ -6,6 +6,7 @@ Mirrors ``pkg/scheduler/plugins/loadaware/estimator/default_estimator.go``.
 from __future__ import annotations
 
 import logging
+import re
 
 import orjson
 
@@ -38,7 +39,10 @@ def _go_round(x: float) -> int:
 
 
 def custom_scaling_factors(pod: PodInfo) -> dict[str, int] | None:
-    """Factors from the pod annotation ``scheduling.koordinator.sh/load-estimated-scaling-factors``; None if absent or invalid."""
+    """Factors from the pod annotation ``scheduling.koordinator.sh/load-estimated-scaling-factors``.
+
+    Returns None when the annotation is absent or invalid.
+    """
     raw = pod.annotations.get(ANNOTATION_CUSTOM_ESTIMATED_SCALING_FACTORS)
     if not raw:
         return None
@@ -51,16 +55,17 @@ def custom_scaling_factors(pod: PodInfo) -> dict[str, int] | None:
     return {str(k): int(v) for k, v in data.items()}
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
 def custom_seconds(pod: PodInfo, annotation: str) -> int:
-    """An integer seconds annotation, -1 when absent or invalid (``GetCustomEstimatedSeconds*``)."""
+    """An integer seconds annotation as written (0 and negatives included), -1 when absent or not a
+    base-10 int64 (``GetCustomEstimatedSeconds*`` with ``strconv.ParseInt(s, 10, 64)``)."""
     raw = pod.annotations.get(annotation)
-    if not raw:
+    if not raw or _INT64.fullmatch(raw) is None:
         return -1
-    try:
-        value = int(raw)
-    except ValueError:
-        return -1
-    return value if value > 0 else -1
+    value = int(raw)
+    return value if -(2**63) <= value < 2**63 else -1
 
 
 def estimate_resource(pod: PodInfo, real_name: str, factor: int) -> int:

@@ -66,7 +66,9 @@ def parse_metric(obj: dict[str, Any], vectorizer: Vectorizer) -> MetricView:
     status = obj.get("status") or {}
     policy = (spec.get("metricCollectPolicy") or {}) if isinstance(spec, dict) else {}
     interval = policy.get("reportIntervalSeconds") if isinstance(policy, dict) else None
-    report_interval = float(interval) if isinstance(interval, int | float) and interval > 0 else DEFAULT_REPORT_INTERVAL_SECONDS
+    report_interval = (
+        float(interval) if isinstance(interval, int | float) and interval > 0 else DEFAULT_REPORT_INTERVAL_SECONDS
+    )
     update_time = math.nan
     if isinstance(status, dict) and status.get("updateTime"):
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.plugins.loadaware.metricview import MetricView, prod_base_usage
 from app.plugins.loadaware.vector import Vec, add, add_delta, sub
@@ -15,13 +16,15 @@ from app.plugins.loadaware.vector import Vec, add, add_delta, sub
 
 @dataclass(slots=True)
 class AssignInfo:
-    """One assigned pod: ``namespace/name`` key, assign time (epoch s), estimate, deadline, prod flag."""
+    """One assigned pod: ``namespace/name`` key, assign time (epoch s), estimate, deadline, prod flag,
+    and the ``(spec, status.conditions)`` it was assigned with (to detect upstream's renewals)."""
 
     key: str
     timestamp: float
     estimated: Vec | None
     deadline: float | None
     prod: bool
+    fingerprint: Any = None
 
 
 @dataclass(slots=True)
@@ -38,6 +41,9 @@ class NodeLoad:
     node_delta_pods: set[str] = field(default_factory=set)
     prod_delta_pods: set[str] = field(default_factory=set)
     include_sys: bool = False
+    #: Last reported ``status.updateTime`` (epoch s); a NodeMetric without one keeps the previous
+    #: value, -inf (Go's zero time) until one is seen (``nodeInfo.updateTime``).
+    update_time: float = -math.inf
 
     def is_empty(self) -> bool:
         """No metric and no pods: the entry can be dropped."""
@@ -46,6 +52,8 @@ class NodeLoad:
     def set_metric(self, metric: MetricView | None) -> None:
         """Install a new NodeMetric (or remove it) and recompute every aggregate from the pods."""
         self.metric = metric
+        if metric is not None and not math.isnan(metric.update_time):
+            self.update_time = metric.update_time
         zeros = [0] * self.size
         self.prod_usage = prod_base_usage(metric, self.include_sys, self.size) if metric else list(zeros)
         self.node_delta, self.prod_delta, self.node_estimated = list(zeros), list(zeros), list(zeros)
@@ -80,7 +88,7 @@ class NodeLoad:
         e = info.estimated
         if e is None:
             return
-        update = metric.update_time if not math.isnan(metric.update_time) else -math.inf
+        update = self.update_time
         should = (
             used is None
             or update - metric.report_interval < info.timestamp

@@ -42,6 +42,8 @@ NAME = "LoadAwareScheduling"
 ERR_REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 ERR_REASON_USAGE_EXCEED_THRESHOLD = "node(s) %s usage exceed threshold"
 ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) %s aggregated usage exceed threshold"
+#: ``pkg/util/reservation.AnnotationReservePod``.
+ANNOTATION_RESERVE_POD = "scheduling.koordinator.sh/reserve-pod"
 
 _ESTIMATE_KEY = NAME + "/IncomingPodEstimated"
 
@@ -52,6 +54,11 @@ _THR, _THR_PROD, _THR_AGG, _HAS_AGG = "la:thr", "la:thr_prod", "la:thr_agg", "la
 
 # Values of the _STATE column.
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
+
+
+def _is_reserve_pod(pod: PodInfo) -> bool:
+    """A reservation's fake pod (``reservationutil.IsReservePod``); never tracked as assigned."""
+    return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
 
 
 def go_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -120,33 +127,49 @@ class LoadAwareScheduling(CacheListener):
         self._dirty.add(key)
 
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Track assigned pods per node (``podAssignCache.assign`` / ``unAssign``)."""
-        previous: AssignInfo | None = None
+        """Track assigned pods per node (``podAssignCache.OnAdd`` / ``OnUpdate`` / ``OnDelete``).
+
+        A pod that stays on its node keeps its assign info (timestamp, estimate) while its spec and
+        ``status.conditions`` are unchanged, as upstream's ``OnUpdate`` does; otherwise it is
+        (re-)assigned with its PodScheduled time, or the clock's now when it has none (``assign``).
+        Terminated pods are dropped; reserve pods are never assigned.
+        """
+        fingerprint = self._fingerprint(new) if new is not None else None
         if old is not None and old.node_name:
             load = self.loads.get(old.node_name)
-            if load is not None:
-                previous = load.pods.get(old.uid)
-                keep = new is not None and new.node_name == old.node_name and not new.terminated
-                if not keep:
+            previous = load.pods.get(old.uid) if load is not None else None
+            if load is not None and previous is not None:
+                stays = new is not None and new.node_name == old.node_name and not new.terminated
+                if stays and new is not None:
+                    if (fingerprint is not None and fingerprint == previous.fingerprint) or _is_reserve_pod(new):
+                        return  # nothing to renew (assign() ignores reserve pods and keeps the old entry)
+                else:
                     load.remove_pod(old.uid)
                     if load.is_empty():
                         del self.loads[old.node_name]
                     self._dirty.add(old.node_name)
-        if new is None or not new.node_name or new.terminated:
+        if new is None or not new.node_name or new.terminated or _is_reserve_pod(new):
             return
         estimated = self.vec.from_values(estimate_pod(new, self.args))
-        timestamp = new.scheduled_time
-        if timestamp is None:
-            timestamp = previous.timestamp if previous is not None else self.handle.now()
+        timestamp = new.scheduled_time if new.scheduled_time is not None else self.handle.now()
         info = AssignInfo(
             key=new.key,
             timestamp=timestamp,
             estimated=None if is_empty(estimated) else estimated,
             deadline=estimation_deadline(new, timestamp, self.args),
             prod=new.priority_class == PriorityClass.PROD,
+            fingerprint=fingerprint,
         )
         self._load(new.node_name).upsert_pod(new.uid, info)
         self._dirty.add(new.node_name)
+
+    def _fingerprint(self, pod: PodInfo) -> tuple[Any, Any] | None:
+        """``(spec, status.conditions)`` of the pod's object, what upstream's ``OnUpdate`` compares; None if unknown."""
+        obj = self.handle.cache.pod_objects.get(pod.uid)
+        if obj is None:
+            return None
+        status = obj.get("status")
+        return obj.get("spec"), status.get("conditions") if isinstance(status, dict) else None
 
     def _flush(self) -> None:
         """Write dirty nodes' rows into the table columns."""
@@ -190,7 +213,8 @@ class LoadAwareScheduling(CacheListener):
         if cached is None:
             cached = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
             state.write(_ESTIMATE_KEY, cached)
-        return cached  # type: ignore[no-any-return]
+        estimate: npt.NDArray[np.int64] = cached
+        return estimate
 
     def _expired(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
         with np.errstate(invalid="ignore"):
@@ -210,7 +234,7 @@ class LoadAwareScheduling(CacheListener):
         thr_prod = None
         if pod.priority_class == PriorityClass.PROD:
             thr_prod = table.column(_THR_PROD)[rows]
-            use_prod = thr_prod.any(axis=1)
+            use_prod = np.asarray(thr_prod.any(axis=1), dtype=bool)
         use_agg = table.column(_HAS_AGG)[rows] & ~use_prod
         if use_agg.any():
             thr = np.where(use_agg[:, None], table.column(_THR_AGG)[rows], thr)
@@ -250,7 +274,9 @@ class LoadAwareScheduling(CacheListener):
             first = exceed[bad].argmax(axis=1)
             names = self.vec.names
             for j, r in zip(bad.tolist(), first.tolist(), strict=True):
-                template = ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if sub_agg[j] else ERR_REASON_USAGE_EXCEED_THRESHOLD
+                template = (
+                    ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if sub_agg[j] else ERR_REASON_USAGE_EXCEED_THRESHOLD
+                )
                 failures[int(idx[j])] = Status.unschedulable(template % names[r])
         return failures
 
@@ -302,7 +328,10 @@ class LoadAwareScheduling(CacheListener):
         pods = sorted(load.pods.items(), key=lambda kv: kv[1].timestamp)
         out: dict[str, Any] = {
             "pods": [
-                {"timestamp": format_time(info.timestamp), "pod": cache.pod_objects.get(uid, {"metadata": {"uid": uid}})}
+                {
+                    "timestamp": format_time(info.timestamp),
+                    "pod": cache.pod_objects.get(uid, {"metadata": {"uid": uid}}),
+                }
                 for uid, info in pods
             ]
         }

@@ -41,22 +41,31 @@ def profile_from_args(args: LoadAwareSchedulingArgs, vec: Vectorizer) -> FilterP
     agg = None
     a = args.aggregated
     if a is not None and a.usage_thresholds and a.usage_aggregation_type:
-        agg = AggregatedProfile(vec.from_values(a.usage_thresholds), a.usage_aggregation_type, a.usage_aggregated_duration)
+        agg = AggregatedProfile(
+            vec.from_values(a.usage_thresholds), a.usage_aggregation_type, a.usage_aggregated_duration
+        )
     return FilterProfile(vec.from_values(args.usage_thresholds), vec.from_values(args.prod_usage_thresholds), agg)
 
 
 def _int_map(value: Any) -> dict[str, int] | None:
-    if not isinstance(value, dict) or not value:
+    """A ``map[ResourceName]int64``: None when null or empty.
+
+    Raises:
+        ValueError: not a map of integers (Go's ``json.Unmarshal`` fails on it).
+    """
+    if value is None:
         return None
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
-        raise ValueError("thresholds must be integers")
-    return {str(k): int(v) for k, v in value.items()}
+    if not isinstance(value, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+        raise ValueError("thresholds must be a map of integers")
+    return {str(k): int(v) for k, v in value.items()} or None
 
 
 def profile_for_node(annotations: dict[str, str], default: FilterProfile, vec: Vectorizer) -> FilterProfile:
     """The node's profile: each part present in the annotation replaces the default part entirely.
 
-    An unparsable annotation, or one with no usable part, leaves the default profile.
+    An annotation Go's ``json.Unmarshal`` would reject (bad JSON, or any part of the wrong type,
+    including an invalid duration), or one with no usable part, leaves the default profile
+    (``GetCustomUsageThresholds`` error => ``tfp``).
     """
     raw = annotations.get(ANNOTATION_CUSTOM_USAGE_THRESHOLDS)
     if raw is None:
@@ -69,14 +78,17 @@ def profile_for_node(annotations: dict[str, str], default: FilterProfile, vec: V
         prod = _int_map(data.get("prodUsageThresholds"))
         agg_raw = data.get("aggregatedUsage")
         agg: AggregatedProfile | None = None
-        if isinstance(agg_raw, dict):
+        if agg_raw is not None:
+            if not isinstance(agg_raw, dict):
+                raise ValueError("aggregatedUsage must be an object")
             agg_thr = _int_map(agg_raw.get("usageThresholds"))
-            agg_type = agg_raw.get("usageAggregationType") or ""
+            agg_type = agg_raw.get("usageAggregationType")
+            if agg_type is not None and not isinstance(agg_type, str):
+                raise ValueError("usageAggregationType must be a string")
+            duration = agg_raw.get("usageAggregatedDuration")
+            seconds = parse_duration(duration) if duration is not None else 0.0
             if agg_thr and agg_type:
-                duration = agg_raw.get("usageAggregatedDuration")
-                agg = AggregatedProfile(
-                    vec.from_values(agg_thr), str(agg_type), parse_duration(duration) if duration else 0.0
-                )
+                agg = AggregatedProfile(vec.from_values(agg_thr), agg_type, seconds)
     except (orjson.JSONDecodeError, ValueError):
         return default
     if usage is None and prod is None and agg is None:

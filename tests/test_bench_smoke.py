@@ -1,0 +1,46 @@
+"""Smoke test of bench/extender.py at tiny sizes: it runs, exits 0 and prints the documented JSON.
+
+Not a timed test: latencies depend on the machine, so only the shape and positivity are checked.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "bench" / "extender.py"
+WIRE_SAMPLE = REPO.parent / "shared" / "reference" / "wire-samples" / "filter.json"
+
+VERB_KEYS = {"p50_ms", "p99_ms", "calls_per_second", "ratio_to_noop"}
+NOOP_KEYS = {"p50_ms", "p99_ms", "calls_per_second"}
+
+
+@pytest.mark.skipif(not WIRE_SAMPLE.exists(), reason="wire samples (../shared) not available")
+def test_bench_prints_result_json() -> None:
+    args = ["--nodes", "200", "--candidates", "50", "--calls", "50", "--full-calls", "20", "--warmup", "10"]
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    result = orjson.loads(proc.stdout)
+
+    assert set(result) == {
+        "filter",
+        "prioritize",
+        "noop",
+        "filter_full_nodes",
+        "nodes",
+        "candidates_per_request",
+        "calls",
+    }
+    for verb in ("filter", "prioritize", "filter_full_nodes"):
+        assert set(result[verb]) == VERB_KEYS, verb
+        assert all(isinstance(v, float) and v > 0 for v in result[verb].values()), result[verb]
+    assert set(result["noop"]) == NOOP_KEYS
+    assert all(isinstance(v, float) and v > 0 for v in result["noop"].values()), result["noop"]
+    assert result["nodes"] == 200
+    assert result["candidates_per_request"] == 50
+    assert result["calls"] == 50
