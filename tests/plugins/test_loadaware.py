@@ -16,8 +16,8 @@ The data (node allocatable, NodeMetric, assigned pods, incoming pod, args) is up
 the JSON objects the API server would serve; the expected outcome (reason string, score) is
 upstream's. Upstream's ``time.Now()`` is a fixed ``NOW`` that drives the cache clock and the
 CycleState. Upstream's in-memory pod timestamps with nanosecond offsets become whole seconds
-(metav1.Time serialises with second precision). Cases at the end (``test_review_*``) are not
-upstream test cases: they pin behaviours found by reading upstream's code; each cites the line.
+(metav1.Time serialises with second precision). ``test_review_*`` and ``test_defaults`` are not
+upstream test cases: they pin behaviours read from upstream's code, each citing file and line.
 
 Filter and Score always run on a batch ``[decoy, node]``: the decoy has no NodeMetric (passes,
 scores 0), so the vectorised code must map results to the right positions.
@@ -566,7 +566,12 @@ def _test_pod_1(**kw: Any) -> dict[str, Any]:
 
 
 def _assigned(name: str, scheduled_offset: float, **kw: Any) -> dict[str, Any]:
-    """An assigned pod; upstream's ``podAssignInfo.timestamp`` becomes its PodScheduled time."""
+    """An assigned pod; upstream's ``podAssignInfo.timestamp`` becomes its PodScheduled time.
+
+    (Upstream's harness only creates the pod through the fake client, so its cache stamps it with
+    the clock at sync time; every TestScore expectation is the same either way: the pods are
+    either unreported, or their estimate only matters through nodeEstimated.)
+    """
     kw.setdefault("req", RES_16_32)
     kw.setdefault("lim", RES_16_32)
     return pod_obj(name, node=NODE, conditions=(scheduled(scheduled_offset),), **kw)
@@ -574,6 +579,7 @@ def _assigned(name: str, scheduled_offset: float, **kw: Any) -> dict[str, Any]:
 
 SCORE_CASES = [
     pytest.param(
+        # upstream scores a nil pod here (never read: scoreAccordingProdUsage is false); an empty pod stands in
         {"pod": pod_obj("test-pod-1"), "metric": metric_obj(update=-180, **EMPTY_USAGE_METRIC)},  # type: ignore[arg-type]
         0,
         id="score node with expired nodeMetric",
@@ -827,7 +833,7 @@ def test_default_estimator_estimate_node(node: dict[str, Any], want: dict[str, s
     assert node_allocatable(parse_node(node)) == parse_resource_list(want)
 
 
-def test_raw_allocatable_is_used_by_filter() -> None:
+def test_review_raw_allocatable_used_by_filter() -> None:
     """The raw-allocatable annotation reaches Filter (Filter calls EstimateNode, load_aware.go:176).
 
     Data of "estimate node with original allocatable": usage 20 of raw 28 cpus = 71% > 65 fails,
