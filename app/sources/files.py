@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 import yaml
 
-from app.api.kinds import KINDS, object_key
+from app.api.kinds import object_key
 from app.api.timeparse import format_time
 from app.sources.base import WATCHED_KINDS, BindError, Source
 from app.sources.events import Event, EventSink, EventType
@@ -292,5 +292,3 @@ def _bound(pod: dict[str, Any], node: str, now: str) -> dict[str, Any]:
     status["conditions"] = conditions
     return {**pod, "spec": spec, "status": status}
 
-
-KNOWN_KINDS = frozenset(KINDS)

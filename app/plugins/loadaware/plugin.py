@@ -17,7 +17,6 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -344,16 +343,7 @@ class LoadAwareScheduling(CacheListener):
             out["nodeDeltaPods"] = sorted(load.node_delta_pods)
             out["prodDeltaPods"] = sorted(load.prod_delta_pods)
             out["nodeEstimatedPods"] = sorted(info.key for info in load.pods.values() if info.estimated is not None)
-            if math.isnan(load.metric.update_time):
-                out["nodeMetricUpdateTime"] = None
         return out
-
-    def usage_of(self, name: str) -> dict[str, int] | None:
-        """Reported node usage (``status.nodeMetric.nodeUsage``) of ``name``, None without a NodeMetric."""
-        load = self.loads.get(name)
-        if load is None or load.metric is None or load.metric.node_usage is None:
-            return None
-        return self.vec.to_map(load.metric.node_usage)
 
 
 def new_load_aware(args: dict[str, Any], handle: Handle) -> LoadAwareScheduling:
