@@ -1,1 +1,1 @@
-"""Admission webhooks (ClusterColocationProfile, ElasticQuota, pod QoS rules). Arrive with their issue."""
+"""Admission webhooks (ClusterColocationProfile, ElasticQuota, pod QoS rules), mounted into the app on 9876."""

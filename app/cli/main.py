@@ -2,6 +2,7 @@
 
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876).
 - ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
+- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``: in their modules.
 """
 
 from __future__ import annotations
@@ -188,6 +189,24 @@ def explain(
         sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         console.print(render_explain(answer))
+
+
+def _register_subcommands() -> None:
+    """Commands that live in their own modules (each imports its heavy parts lazily)."""
+    from agent.cli import agent
+    from app.cli.certs import certs
+    from app.cli.quota import quota_app
+    from app.manager.cli import manager
+    from app.sim.cli import sim
+
+    cli.command(name="agent")(agent)
+    cli.command(name="manager")(manager)
+    cli.command(name="sim")(sim)
+    cli.command(name="certs")(certs)
+    cli.add_typer(quota_app, name="quota")
+
+
+_register_subcommands()
 
 
 def main() -> None:

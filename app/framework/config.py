@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-DEFAULT_PLUGINS: tuple[str, ...] = ("NodeResourcesFit", "LoadAwareScheduling")
+DEFAULT_PLUGINS: tuple[str, ...] = ("NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "DeviceShare")
 
 
 class ConfigError(ValueError):

@@ -151,3 +151,16 @@ class ServiceProvider(Plugin, Protocol):
     def routes(self) -> list[tuple[str, Any]]:
         """(path relative to the plugin prefix, async handler taking the path params as kwargs)."""
         ...
+
+
+@runtime_checkable
+class BackgroundPlugin(Plugin, Protocol):
+    """A plugin with a loop running for the service's lifetime (e.g. ElasticQuota's reclaim).
+
+    The app starts ``run_background`` after the source started and cancels it on shutdown; the
+    loop must wait for ``source.ready()`` itself if it needs a full cache.
+    """
+
+    async def run_background(self, source: Any) -> None:
+        """Run until cancelled; ``source`` is the service's :class:`~app.sources.base.Source`."""
+        ...

@@ -46,10 +46,14 @@ class Registry:
 
 def default_registry() -> Registry:
     """The registry with every in-tree plugin."""
+    from app.plugins.deviceshare.plugin import new_device_share
+    from app.plugins.elasticquota.plugin import new_elastic_quota
     from app.plugins.loadaware.plugin import new_load_aware
     from app.plugins.noderesources.fit import new_node_resources_fit
 
     registry = Registry()
     registry.register("NodeResourcesFit", new_node_resources_fit)
     registry.register("LoadAwareScheduling", new_load_aware)
+    registry.register("ElasticQuota", new_elastic_quota)
+    registry.register("DeviceShare", new_device_share)
     return registry

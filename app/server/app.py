@@ -10,24 +10,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 
 from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
-from app.framework.interfaces import Handle
+from app.framework.interfaces import BackgroundPlugin, Handle
 from app.framework.registry import Registry, default_registry
 from app.framework.runtime import Framework
 from app.server import extender_routes, health_routes, inspect_routes
 from app.server.extender import ExtenderService
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
+from app.server.webhook_routes import install_webhooks
 from app.server.wire import error_response
 from app.sources.base import Source
+from webhooks.registry import WebhookContext, all_webhooks
 
 log = logging.getLogger(__name__)
+
+#: A service-lifetime task started with the app (e.g. the embedded manager controllers): it gets
+#: the service state and runs until cancelled.
+BackgroundTask = Callable[[ServiceState], Coroutine[Any, Any, None]]
 
 #: Seconds between sweeps of expired assumed pods.
 EXPIRY_SWEEP_SECONDS = 1.0
@@ -59,6 +66,7 @@ def create_app(
     registry: Registry | None = None,
     cache: ClusterCache | None = None,
     assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL,
+    background: list[BackgroundTask] | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving the extender, inspection, health and metrics endpoints.
 
@@ -68,6 +76,7 @@ def create_app(
         registry: plugin factories (default: the in-tree plugins).
         cache: an existing cache (tests); a new one otherwise.
         assumed_pod_ttl: seconds an unconfirmed assumed pod is kept after binding.
+        background: extra tasks run for the app's lifetime (each gets the service state).
 
     Raises:
         ConfigError: a plugin's args are invalid.
@@ -77,14 +86,22 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await source.start(state.cache)
-        sweeper = asyncio.create_task(_sweep_expired(state.cache))
+        tasks = [asyncio.create_task(_sweep_expired(state.cache))]
+        tasks += [
+            asyncio.create_task(p.run_background(source))
+            for p in state.framework.plugins
+            if isinstance(p, BackgroundPlugin)
+        ]
+        tasks += [asyncio.create_task(task(state)) for task in background or []]
         log.info("serving from %s with plugins %s", source.description, [p.name for p in state.framework.plugins])
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await source.stop()
 
     app = FastAPI(
@@ -105,6 +122,7 @@ def create_app(
     app.include_router(inspect_routes.router)
     app.include_router(health_routes.router)
     inspect_routes.install_plugin_routes(app, state)
+    install_webhooks(app, all_webhooks(), WebhookContext(state.cache, source))
     return app
 
 

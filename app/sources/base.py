@@ -32,6 +32,19 @@ class BindError(Exception):
     """Binding a pod failed; the message says why (returned in ExtenderBindingResult.Error)."""
 
 
+class WriteError(Exception):
+    """A write (patch, create/update, eviction) was refused or failed; the message says why.
+
+    Attributes:
+        status: the API server's HTTP status (404 not found, 409 conflict, 429 an eviction
+            blocked by a PodDisruptionBudget, ...), or 0 when no answer came.
+    """
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Source(ABC):
     """A producer of cluster objects and the target of bind calls.
 
@@ -59,6 +72,44 @@ class Source(ABC):
         Raises:
             BindError: the binding was refused or could not be written.
         """
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Apply a JSON merge patch (RFC 7386: ``None`` deletes a key) to an object and return it.
+
+        ``subresource="status"`` patches the status subresource (Node allocatable, NodeMetric
+        status); otherwise the main resource (e.g. a pod's annotations).
+
+        Raises:
+            WriteError: the object does not exist (status 404) or the write failed.
+        """
+        raise WriteError(f"{self.description} does not support writes", 405)
+
+    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (kind, metadata.name, [namespace] from the object), or replace the
+        existing one's ``metadata.labels``/``annotations`` and ``spec``; return the stored object.
+
+        Raises:
+            WriteError: unknown kind, or the write failed.
+        """
+        raise WriteError(f"{self.description} does not support writes", 405)
+
+    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
+        """Evict a pod through the Eviction API (policy/v1), with a uid precondition.
+
+        Embedded sources record the eviction (log, :attr:`evictions`) and kill nothing.
+
+        Raises:
+            WriteError: refused (429 when a PodDisruptionBudget blocks it, 404 when gone) or failed.
+        """
+        raise WriteError(f"{self.description} does not support evictions", 405)
 
     def watch_restarts(self) -> int:
         """Number of watch streams restarted (relist or reconnect) since start; 0 for sources without watches."""

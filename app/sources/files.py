@@ -30,10 +30,11 @@ from typing import Any
 import orjson
 import yaml
 
-from app.api.kinds import object_key
+from app.api.kinds import KINDS, object_key
 from app.api.timeparse import format_time
-from app.sources.base import WATCHED_KINDS, BindError, Source
+from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError
 from app.sources.events import Event, EventSink, EventType
+from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,10 @@ class FileSource(Source):
         self._bindings: dict[str, str] = {}  # pod key -> node
         self._adopted: dict[str, dict[str, Any]] = {}  # pods bound through us that no file holds
         self._stamped: set[str] = set()  # NodeMetric keys re-stamped by us
+        self._created: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> objects written through us
+        self._patches: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> composed merge patch
+        #: Evictions recorded (embedded mode never kills): namespace, name, uid, reason, time.
+        self.evictions: list[dict[str, str]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
         self._files_state: tuple[tuple[str, float, int], ...] = ()
@@ -188,6 +193,13 @@ class FileSource(Source):
     # ------------------------------------------------------------------ loading
     def _prepare(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
         now = format_time(time.time())
+        for kind, created in self._created.items():
+            loaded.setdefault(kind, {}).update(created)
+        for kind, patches in self._patches.items():
+            objs = loaded.get(kind, {})
+            for key, patch in patches.items():
+                if key in objs:
+                    objs[key] = apply_merge_patch(objs[key], patch)
         pods = loaded.setdefault("Pod", {})
         for key, adopted in self._adopted.items():
             pods.setdefault(key, adopted)
@@ -282,6 +294,93 @@ class FileSource(Source):
         if sink is not None:
             asyncio.get_running_loop().call_soon(sink.apply, Event("Pod", EventType.MODIFIED, bound))
 
+    # ------------------------------------------------------------------ writes
+    def _store(self, kind: str, key: str, obj: dict[str, Any]) -> None:
+        """Keep ``obj`` as the current object and deliver it as a watch event on the next loop turn."""
+        objs = self._objects.setdefault(kind, {})
+        etype = EventType.MODIFIED if key in objs else EventType.ADDED
+        objs[key] = obj
+        if kind == "Pod" and key in self._adopted:
+            self._adopted[key] = obj
+        sink = self._sink
+        if sink is not None and kind in self.kinds:
+            asyncio.get_running_loop().call_soon(sink.apply, Event(kind, etype, obj))
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Merge-patch the in-memory object; the patch survives file reloads.
+
+        Raises:
+            WriteError: unknown kind or object (status 404).
+        """
+        info = KINDS.get(kind)
+        if info is None:
+            raise WriteError(f"unknown kind {kind}", 404)
+        key = f"{namespace or 'default'}/{name}" if info.namespaced else name
+        current = self._objects.get(kind, {}).get(key)
+        if current is None:
+            raise WriteError(f'{info.plural} "{name}" not found', 404)
+        kind_patches = self._patches.setdefault(kind, {})
+        kind_patches[key] = compose_merge_patches(kind_patches.get(key, {}), patch)
+        if key in self._created.get(kind, {}):
+            self._created[kind][key] = apply_merge_patch(self._created[kind][key], patch)
+        updated: dict[str, Any] = apply_merge_patch(current, patch)
+        self._store(kind, key, updated)
+        return updated
+
+    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace (labels, annotations, spec) an in-memory object; it survives reloads.
+
+        Raises:
+            WriteError: unknown kind or no ``metadata.name``.
+        """
+        kind = str(obj.get("kind") or "")
+        info = KINDS.get(kind)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
+        if info is None or meta is None or not meta.get("name"):
+            raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+        obj = copy.deepcopy(obj)
+        if info.namespaced:
+            obj["metadata"].setdefault("namespace", "default")
+        obj.setdefault("apiVersion", info.api_version)
+        key = object_key(obj)
+        current = self._objects.get(kind, {}).get(key)
+        if current is not None:
+            merged = {**current, "spec": obj.get("spec", current.get("spec"))}
+            cmeta = dict(current.get("metadata") or {})
+            for field in ("labels", "annotations"):
+                if field in obj["metadata"]:
+                    cmeta[field] = obj["metadata"][field]
+            merged["metadata"] = cmeta
+            obj = merged
+        else:
+            obj["metadata"].setdefault("uid", str(uuid.uuid4()))
+            obj["metadata"].setdefault("creationTimestamp", format_time(time.time()))
+        self._patches.get(kind, {}).pop(key, None)
+        self._created.setdefault(kind, {})[key] = obj
+        self._store(kind, key, obj)
+        return obj
+
+    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
+        """Record the eviction (log and :attr:`evictions`); the pod stays and nothing is killed.
+
+        Raises:
+            WriteError: no such pod (status 404).
+        """
+        key = f"{namespace or 'default'}/{name}"
+        if key not in self._objects.get("Pod", {}):
+            raise WriteError(f'pods "{name}" not found', 404)
+        record = {"namespace": namespace, "name": name, "uid": uid, "reason": reason, "time": format_time(time.time())}
+        self.evictions.append(record)
+        log.warning("eviction of pod %s recorded, not executed (embedded mode): %s", key, reason)
+
 
 def _bound(pod: dict[str, Any], node: str, now: str) -> dict[str, Any]:
     """A copy of ``pod`` bound to ``node`` with a PodScheduled=True condition at ``now``."""
@@ -291,4 +390,3 @@ def _bound(pod: dict[str, Any], node: str, now: str) -> dict[str, Any]:
     conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now})
     status["conditions"] = conditions
     return {**pod, "spec": spec, "status": status}
-

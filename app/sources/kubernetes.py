@@ -43,7 +43,7 @@ import orjson
 from kubernetes.config.config_exception import ConfigException
 
 from app.api.kinds import KINDS, KindInfo
-from app.sources.base import WATCHED_KINDS, BindError, Source
+from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError
 from app.sources.events import Event, EventSink, EventType
 
 __all__ = ["KubernetesSource", "load_configuration", "probe"]
@@ -129,6 +129,7 @@ def _request(
     path_params: dict[str, str] | None = None,
     body: dict[str, Any] | None = None,
     timeout: float | tuple[float, float] = (CONNECT_TIMEOUT, REQUEST_TIMEOUT),
+    content_type: str = "application/json",
 ) -> Any:
     """Send one request through ``api`` (bearer-token auth) and return the raw urllib3 response.
 
@@ -138,7 +139,7 @@ def _request(
     """
     headers = {"Accept": "application/json"}
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
     m, url, hdrs, ser_body, post = api.param_serialize(
         method,
         path,
@@ -625,6 +626,100 @@ class KubernetesSource(Source):
             raise BindError(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
         if not 200 <= status < 300:
             raise BindError(_status_message(status, data))
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    async def _call(self, method: str, path: str, body: dict[str, Any] | None, content_type: str) -> dict[str, Any]:
+        """Send one write; return the parsed answer.
+
+        Raises:
+            WriteError: non-2xx (with the Status message and code) or no answer.
+        """
+
+        def _send() -> tuple[int, bytes]:
+            resp = _request(self._api, method, path, body=body, content_type=content_type)
+            try:
+                return int(resp.status), resp.data
+            finally:
+                _close(resp)
+
+        try:
+            status, data = await asyncio.to_thread(_send)
+        except Exception as exc:  # urllib3/OS errors, ApiException (TLS), timeouts
+            raise WriteError(f"{method} {path} failed: {exc}") from exc
+        if not 200 <= status < 300:
+            raise WriteError(_status_message(status, data), status)
+        parsed = orjson.loads(data) if data else {}
+        return parsed if isinstance(parsed, dict) else {}
+
+    @staticmethod
+    def _object_path(kind: str, name: str, namespace: str | None) -> str:
+        info = KINDS.get(kind)
+        if info is None:
+            raise WriteError(f"unknown kind {kind}", 404)
+        return f"{info.collection_path(namespace or 'default' if info.namespaced else None)}/{name}"
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """PATCH with ``application/merge-patch+json`` (on ``/status`` when ``subresource`` says so).
+
+        Raises:
+            WriteError: the API answered non-2xx or did not answer.
+        """
+        path = self._object_path(kind, name, namespace)
+        if subresource:
+            path = f"{path}/{subresource}"
+        return await self._call("PATCH", path, patch, "application/merge-patch+json")
+
+    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST the object; on 409 (exists) GET it and PUT its labels, annotations and spec with the
+        current resourceVersion (optimistic concurrency: a conflict is raised, not retried).
+
+        Raises:
+            WriteError: unknown kind, or the API refused the write.
+        """
+        kind = str(obj.get("kind") or "")
+        info = KINDS.get(kind)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
+        if info is None or meta is None or not meta.get("name"):
+            raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+        namespace = meta.get("namespace") or ("default" if info.namespaced else None)
+        body = {**obj, "apiVersion": info.api_version}
+        try:
+            return await self._call("POST", info.collection_path(namespace), body, "application/json")
+        except WriteError as exc:
+            if exc.status != 409:
+                raise
+        path = self._object_path(kind, str(meta["name"]), namespace)
+        current = await self._call("GET", path, None, "application/json")
+        cmeta = dict(current.get("metadata") or {})
+        for field in ("labels", "annotations"):
+            if field in meta:
+                cmeta[field] = meta[field]
+        updated = {**current, "metadata": cmeta, "spec": obj.get("spec", current.get("spec"))}
+        return await self._call("PUT", path, updated, "application/json")
+
+    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
+        """POST a policy/v1 ``Eviction`` to ``pods/{name}/eviction`` with a uid precondition.
+
+        Raises:
+            WriteError: 429 (a PodDisruptionBudget blocks it), 404, or any other refusal.
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}} if uid else {},
+        }
+        log.info("evicting pod %s/%s: %s", namespace, name, reason)
+        await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body, "application/json")
 
     # -- called from reflector threads ---------------------------------------------------------
 

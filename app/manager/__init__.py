@@ -1,0 +1,1 @@
+"""The manager's controllers: NodeSLO and batch resources (koord-manager's slo-controller)."""

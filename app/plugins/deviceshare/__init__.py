@@ -1,0 +1,1 @@
+"""GPU sharing (upstream pkg/scheduler/plugins/deviceshare)."""

@@ -1,0 +1,1 @@
+"""ElasticQuota (upstream pkg/scheduler/plugins/elasticquota)."""
