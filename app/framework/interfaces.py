@@ -95,8 +95,9 @@ class FilterPlugin(Plugin, Protocol):
 class ScorePlugin(Plugin, Protocol):
     """Ranks the feasible nodes, 0..MAX_NODE_SCORE each."""
 
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
-        """int64 scores parallel to ``nodes`` (0..100, before normalisation)."""
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
+        """int64 scores parallel to ``nodes`` (0..100, before normalisation), or None to skip
+        this pod (it does not concern the plugin: kube-scheduler's PreScore ``Skip``)."""
         ...
 
 

@@ -131,13 +131,20 @@ class Framework:
 
     # ------------------------------------------------------------------ score
     def run_scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult:
-        """Score ``batch`` with every score plugin, normalise, and weight into a 0..100 total."""
+        """Score ``batch`` with every score plugin, normalise, and weight into a 0..100 total.
+
+        A plugin answering None for the pod is skipped: it is left out of the scores and of the
+        weight sum, as kube-scheduler drops plugins whose PreScore returned Skip.
+        """
         n = len(batch)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
         weighted = np.zeros(n, dtype=np.int64)
         weight_sum = 0
         for plugin in self.score_plugins:
-            scores = np.asarray(plugin.score_nodes(state, pod, batch), dtype=np.int64)
+            raw = plugin.score_nodes(state, pod, batch)
+            if raw is None:  # the plugin has nothing to say about this pod (kube-scheduler's PreScore Skip)
+                continue
+            scores = np.asarray(raw, dtype=np.int64)
             if isinstance(plugin, NormalizeScorePlugin):
                 scores = np.asarray(plugin.normalize_scores(state, pod, batch, scores), dtype=np.int64)
             scores = np.clip(scores, 0, MAX_NODE_SCORE)
