@@ -7,6 +7,7 @@ not keep it across events, since growth replaces the array.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -92,10 +93,17 @@ class NodeTable:
         Returns:
             (rows, missing): ``rows`` has -1 where a name is unknown.
         """
-        get = self._index.get
-        rows = np.fromiter((get(n, -1) for n in names), dtype=np.int64, count=len(names))
-        missing = np.flatnonzero(rows < 0).tolist() if len(rows) else []
-        return rows, missing
+        if not names:
+            return np.zeros(0, dtype=np.int64), []
+        try:  # fast path, all names known: one C-level lookup of every name
+            found = itemgetter(*names)(self._index)
+        except KeyError:
+            get = self._index.get
+            rows = np.fromiter((get(n, -1) for n in names), dtype=np.int64, count=len(names))
+            return rows, np.flatnonzero(rows < 0).tolist()
+        if len(names) == 1:
+            return np.array([found], dtype=np.int64), []
+        return np.array(found, dtype=np.int64), []
 
     def _grow(self, capacity: int) -> None:
         for key, col in self._columns.items():

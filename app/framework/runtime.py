@@ -118,8 +118,13 @@ class Framework:
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
                 continue
+            attributed: dict[int, Status] = {}  # plugins share one Status per reason: attribute each once
+            alive_list = alive.tolist()
             for pos, status in failed.items():
-                failures[int(alive[pos])] = Status(status.code, status.reasons, plugin.name)
+                named = attributed.get(id(status))
+                if named is None:
+                    named = attributed[id(status)] = Status(status.code, status.reasons, plugin.name)
+                failures[alive_list[pos]] = named
             keep = np.ones(len(alive), dtype=bool)
             keep[list(failed)] = False
             alive = alive[keep]

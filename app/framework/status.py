@@ -42,11 +42,11 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = field(default_factory=tuple)
     plugin: str = ""
+    #: Reasons joined with ", " (computed once: filter answers read it for every failing node).
+    message: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def message(self) -> str:
-        """Reasons joined with ", "."""
-        return ", ".join(self.reasons)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", ", ".join(self.reasons))
 
     def is_success(self) -> bool:
         """True for SUCCESS (and SKIP, which means "not relevant, treat as success")."""

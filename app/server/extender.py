@@ -101,10 +101,16 @@ class ExtenderService:
                 passing_pos: list[int] = []
             else:
                 failures = self.framework.run_filters(state, pod, batch)
-                passing_pos = [positions[i] for i in range(len(batch)) if i not in failures]
+                if not failures:
+                    passing_pos = positions
+                else:
+                    keep = np.ones(len(batch), dtype=bool)
+                    keep[list(failures)] = False
+                    passing_pos = np.asarray(positions)[keep].tolist()
+                bnames = batch.names
                 for i, status in failures.items():
                     target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-                    target[batch.names[i]] = status.message
+                    target[bnames[i]] = status.message
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
             return {

@@ -85,6 +85,8 @@ class LoadAwareScheduling(CacheListener):
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
+        #: One shared Status per (resource, aggregated) threshold reason: failing nodes share it.
+        self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
         table = handle.cache.table
         for key in (_ALLOC, _PLAIN, _PROD, _FAGG, _SAGG, _THR, _THR_PROD, _THR_AGG):
@@ -272,11 +274,18 @@ class LoadAwareScheduling(CacheListener):
         if len(bad):
             first = exceed[bad].argmax(axis=1)
             names = self.vec.names
-            for j, r in zip(bad.tolist(), first.tolist(), strict=True):
-                template = (
-                    ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if sub_agg[j] else ERR_REASON_USAGE_EXCEED_THRESHOLD
-                )
-                failures[int(idx[j])] = Status.unschedulable(template % names[r])
+            statuses = self._exceed_statuses
+            for pos, r, aggregated in zip(idx[bad].tolist(), first.tolist(), sub_agg[bad].tolist(), strict=True):
+                key = (names[r], aggregated)
+                shared = statuses.get(key)
+                if shared is None:
+                    template = (
+                        ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD
+                        if aggregated
+                        else ERR_REASON_USAGE_EXCEED_THRESHOLD
+                    )
+                    shared = statuses[key] = Status.unschedulable(template % names[r])
+                failures[pos] = shared
         return failures
 
     # ------------------------------------------------------------------ score
