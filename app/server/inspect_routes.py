@@ -131,6 +131,7 @@ def _plugin_endpoint(handler: Any) -> Any:
     """An endpoint calling ``handler`` with the path parameters and answering its result as JSON."""
 
     async def endpoint(request: Request) -> Response:
-        return json_response(await handler(**request.path_params))
+        result = await handler(**request.path_params)
+        return result if isinstance(result, Response) else json_response(result)  # a Response: status set by the plugin
 
     return endpoint

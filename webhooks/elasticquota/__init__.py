@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from webhooks.elasticquota import mutating, validating
 from webhooks.registry import Webhook
 
-#: Filled by the ElasticQuota webhook modules.
-WEBHOOKS: list[Webhook] = []
+#: The mutating (CREATE) and validating (CREATE/UPDATE/DELETE) ElasticQuota webhooks, on upstream's paths.
+WEBHOOKS: list[Webhook] = [
+    Webhook(mutating.PATH, "mutating", ("ElasticQuota",), mutating.mutate),
+    Webhook(validating.PATH, "validating", ("ElasticQuota",), validating.validate),
+]

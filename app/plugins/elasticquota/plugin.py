@@ -1,21 +1,260 @@
-"""The ElasticQuota plugin: ElasticQuota (upstream pkg/scheduler/plugins/elasticquota).."""
+"""The ElasticQuota plugin (upstream ``pkg/scheduler/plugins/elasticquota/plugin.go``).
+
+- PreFilter: the pod's quota must hold ``used + request <= runtime`` (max when
+  enableRuntimeQuota is false) in every dimension of its limit, the request masked to the quota's
+  max names; a non-preemptible pod must also fit ``nonPreemptibleUsed + request <= min``; with
+  enableCheckParentQuota every ancestor below the root is checked too. Failures are
+  Unschedulable with upstream's messages (``Insufficient quotas, quotaName: ..., runtime: ...,
+  used: ..., pod's request: ..., exceedDimensions: [...]``).
+- Reserve/Unreserve need no code: the cache's assume/forget delivers the pod bound/unbound to
+  the listener, which moves it into/out of ``used``.
+- PostFilter (``/preempt``): :mod:`app.plugins.elasticquota.preempt`.
+- Background: the over-use revoke loop (:mod:`app.plugins.elasticquota.revoke`), only with
+  ``monitorAllQuotas: true`` as upstream; evictions go through ``source.evict`` (recorded, not
+  executed, by the file source), at most :data:`MAX_EVICTIONS_PER_CYCLE` per cycle.
+- REST under ``/apis/v1/plugins/ElasticQuota``: ``quotas``, ``quotas/{name}`` (upstream's paths),
+  ``quota/{name}``, ``tree``, ``evictions``.
+
+With no ElasticQuota objects in the cluster (other than the reserved root/system/default ones)
+the plugin passes every pod and keeps every victim.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import deque
 from typing import Any
 
+from app.api.timeparse import format_time
+from app.cache.listener import CacheListener
+from app.cache.nodestate import NodeState
+from app.cache.podinfo import PodInfo
+from app.framework.cyclestate import CycleState
 from app.framework.interfaces import Handle
+from app.framework.status import SUCCESS, Status
+from app.plugins.elasticquota import names as n
+from app.plugins.elasticquota.args import ElasticQuotaArgs, decode_args
+from app.plugins.elasticquota.manager import QuotaManager
+from app.plugins.elasticquota.preempt import select_victims
+from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask, print_resource_list
+from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
+from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
+from app.server.wire import error_response
+from app.sources.base import WriteError
+
+log = logging.getLogger(__name__)
+
+NAME = "ElasticQuota"
+#: Evictions sent per revoke cycle at most (the rate limit on top of revokePodInterval).
+MAX_EVICTIONS_PER_CYCLE = 10
+#: Recent evictions kept for the ``evictions`` REST view.
+RECENT_EVICTIONS = 100
 
 
-class ElasticQuota:
-    """Placeholder: no extension point yet, so enabling it changes nothing."""
+class ElasticQuota(CacheListener):
+    """Quota admission at PreFilter, quota-aware preemption and over-use revoke. See the module docstring."""
 
-    name = "ElasticQuota"
+    name = NAME
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:
+        self.args = args
         self.handle = handle
+        self.manager = QuotaManager(args)
+        self.revoker = RevokeController(args.delay_evict_time)
+        self.evictions: deque[dict[str, Any]] = deque(maxlen=RECENT_EVICTIONS)
+        self._evicted: set[str] = set()
+        handle.cache.add_listener(self)
+
+    # ------------------------------------------------------------------ events
+    def on_node(self, name: str, node: NodeState | None) -> None:
+        """Keep the cluster's allocatable total."""
+        self.manager.set_node(name, node.allocatable if node is not None else None)
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Move the pod's request/used between quotas."""
+        pod = new if new is not None else old
+        if pod is not None:
+            self.manager.set_pod(pod.uid or pod.key, new)
+
+    def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
+        """Record an ElasticQuota change (the tree is rebuilt on the next read)."""
+        if kind != "ElasticQuota":
+            return
+        name = key.rsplit("/", 1)[-1]
+        current = self.manager.objects.get(name)
+        if obj is None and current is not None and _key_of(current) != key:
+            return  # a same-named quota in another namespace is the live one
+        self.manager.set_quota_object(name, obj)
+
+    # ------------------------------------------------------------------ PreFilter
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Check the pod's quota (and ancestors when enabled); see the module docstring."""
+        mgr = self.manager
+        if not mgr.active:
+            return SUCCESS
+        quota_name = mgr.quota_name_of(pod.labels, pod.namespace)
+        if self.args.enable_runtime_quota:
+            mgr.refresh_runtime(quota_name)
+        info = mgr.quotas[quota_name]
+        limit = mgr.used_limit(info)
+        pod_req = mask(pod.requests, info.max)
+        ok, exceeded = less_equal(add(pod_req, info.used), limit)
+        if not ok:
+            return Status.unschedulable(
+                f"Insufficient quotas, quotaName: {quota_name}, runtime: {print_resource_list(limit)}, "
+                f"used: {print_resource_list(info.used)}, pod's request: {print_resource_list(pod_req)}, "
+                f"exceedDimensions: {go_list(exceeded)}"
+            )
+        if n.is_pod_non_preemptible(pod.labels):
+            ok, exceeded = less_equal(add(pod_req, info.np_used), info.min)
+            if not ok:
+                return Status.unschedulable(
+                    f"Insufficient non-preemptible quotas, quotaName: {quota_name}, "
+                    f"min: {print_resource_list(info.min)}, "
+                    f"nonPreemptibleUsed: {print_resource_list(info.np_used)}, "
+                    f"pod's request: {print_resource_list(pod_req)}, exceedDimensions: {go_list(exceeded)}"
+                )
+        if self.args.enable_check_parent_quota:
+            return self._check_parents(info.parent, [info.parent, quota_name], pod_req)
+        return SUCCESS
+
+    def _check_parents(self, name: str, topo: list[str], pod_req: dict[str, int]) -> Status:
+        """``checkQuotaRecursive``: every ancestor below the root must hold ``used + request <= runtime``."""
+        seen: set[str] = set()
+        while name != n.ROOT_QUOTA_NAME:
+            info = self.manager.quotas.get(name)
+            if info is None or name in seen:
+                return Status.error(f"Could not find the elasticQuota {name}, quotaNameTopo: {go_list(topo)}")
+            seen.add(name)
+            limit = self.manager.used_limit(info)
+            ok, exceeded = less_equal(mask(add(pod_req, info.used), pod_req), limit)
+            if not ok:
+                return Status.unschedulable(
+                    f"Insufficient quotas, quotaNameTopo: {go_list(topo)}, runtime: {print_resource_list(limit)}, "
+                    f"used: {print_resource_list(info.used)}, pod's request: {print_resource_list(pod_req)}, "
+                    f"exceedDimensions: {go_list(exceeded)}"
+                )
+            topo = [info.parent, *topo]
+            name = info.parent
+        return SUCCESS
+
+    # ------------------------------------------------------------------ PostFilter
+    def select_victims(
+        self, state: CycleState, pod: PodInfo, node: str, victims: list[PodInfo]
+    ) -> tuple[list[PodInfo], Status]:
+        """Keep only victims quota rules allow and drop nodes where they would not make room."""
+        if not self.manager.active:
+            return victims, SUCCESS
+        return select_victims(
+            self.manager,
+            self.handle.cache,
+            self.args.disable_default_quota_preemption,
+            pod,
+            node,
+            victims,
+            state.now,
+        )
+
+    # ------------------------------------------------------------------ revoke
+    async def run_background(self, source: Any) -> None:
+        """Every ``revokePodInterval``: evict pods of quotas over their runtime for longer than
+        ``delayEvictTime``. Runs only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream)."""
+        if not (self.args.monitor_all_quotas and self.args.enable_runtime_quota):
+            log.info("monitorAllQuotas not true: the ElasticQuota over-use revoke loop does not run")
+            return
+        interval = max(self.args.revoke_pod_interval, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            if source.ready():
+                try:
+                    await self.revoke_once(source)
+                except Exception:  # the loop must survive one bad cycle
+                    log.exception("ElasticQuota revoke cycle failed")
+
+    async def revoke_once(self, source: Any) -> list[dict[str, Any]]:
+        """One revoke cycle; returns the evictions it attempted (also kept for the REST view)."""
+        mgr = self.manager
+        now = self.handle.now()
+        mgr.refresh_all()
+        self.revoker.sync(mgr, now)
+        cache = self.handle.cache
+        self._evicted &= set(cache.pods)
+        done: list[dict[str, Any]] = []
+        for quota in self.revoker.due(mgr, now):
+            info = mgr.quotas[quota]
+            reason = (
+                f"quota {quota} over-used: used {print_resource_list(info.used)} > "
+                f"runtime {print_resource_list(info.runtime)}"
+            )
+            for pod in pods_to_revoke(mgr, cache, quota, now):
+                if pod.uid in self._evicted:
+                    continue
+                if len(done) >= MAX_EVICTIONS_PER_CYCLE:
+                    return done
+                record = {
+                    "time": format_time(now),
+                    "quota": quota,
+                    "namespace": pod.namespace,
+                    "name": pod.name,
+                    "uid": pod.uid,
+                    "reason": reason,
+                    "error": "",
+                }
+                try:
+                    await source.evict(pod.namespace, pod.name, pod.uid, reason)
+                    self._evicted.add(pod.uid)
+                except WriteError as exc:
+                    record["error"] = str(exc)
+                    log.warning("failed to revoke pod %s/%s of quota %s: %s", pod.namespace, pod.name, quota, exc)
+                self.evictions.append(record)
+                done.append(record)
+        return done
+
+    # ------------------------------------------------------------------ REST
+    def routes(self) -> list[tuple[str, Any]]:
+        """REST views (paths relative to ``/apis/v1/plugins/ElasticQuota``)."""
+        return [
+            ("/quotas", self._get_quotas),
+            ("/quotas/{name}", self._get_quota),
+            ("/quota/{name}", self._get_quota),
+            ("/tree", self._get_tree),
+            ("/evictions", self._get_evictions),
+        ]
+
+    async def _get_quotas(self) -> dict[str, Any]:
+        """Every quota's summary (upstream ``GET /quotas``), by name."""
+        return quota_summaries(self.manager)
+
+    async def _get_quota(self, name: str) -> Any:
+        """One quota's summary with its pods (``podCache``); 404 ``cannot find quota <name>``."""
+        mgr = self.manager
+        mgr.ensure()
+        info = mgr.quotas.get(name)
+        if info is None:
+            return error_response(f"cannot find quota {name}", 404)
+        mgr.refresh_runtime(name)
+        return quota_summary(mgr, info, include_pods=True)
+
+    async def _get_tree(self) -> dict[str, Any]:
+        """The quota tree from the root with min / max / runtime / used / request per quota."""
+        return quota_tree(self.manager)
+
+    async def _get_evictions(self) -> list[dict[str, Any]]:
+        """Recent over-use revoke evictions, oldest first."""
+        return list(self.evictions)
+
+
+def _key_of(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name', '')}" if ns else str(meta.get("name", ""))
 
 
 def new_elastic_quota(args: dict[str, Any], handle: Handle) -> ElasticQuota:
-    """Build the plugin from its (ignored) args."""
-    return ElasticQuota(handle)
+    """Build the plugin from its args (upstream defaults applied, validated).
+
+    Raises:
+        ArgsError: invalid args (the framework reports them as ``pluginConfig[ElasticQuota].args.<field>``).
+    """
+    return ElasticQuota(decode_args(args), handle)

@@ -1,0 +1,125 @@
+"""One quota's spec and its accounting (upstream ``core/quota_info.go`` QuotaInfo / QuotaCalculateInfo)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.api.quantity import QuantityError, parse_resource_list
+from app.plugins.elasticquota import names as n
+from app.plugins.elasticquota.resourcelist import ResourceList
+
+
+class QuotaSpecError(ValueError):
+    """An ElasticQuota's spec cannot be read; the message names the quota and the field."""
+
+
+@dataclass(slots=True)
+class PodEntry:
+    """A pod as its quota accounts it.
+
+    Attributes:
+        quota: the quota it is associated with.
+        request: its requests masked to the quota's max names (internal units).
+        assigned: bound (or assumed) to a node and not terminated: counts as used.
+        non_preemptible: labelled ``preemptible: "false"``.
+        namespace, name: identity (the pod cache key is ``namespace/name`` upstream).
+        priority: ``spec.priority`` (0 when unset).
+    """
+
+    quota: str
+    request: ResourceList
+    assigned: bool
+    non_preemptible: bool
+    namespace: str
+    name: str
+    priority: int
+
+
+@dataclass(slots=True)
+class QuotaInfo:
+    """A quota of the tree with its spec (from the object) and calculated state.
+
+    Spec: ``max``, ``min``, ``shared_weight`` (ResourceLists), ``parent``, ``is_parent``,
+    ``allow_lent``, ``tree_id``, ``namespaces`` (the ``namespaces`` annotation).
+    State (per resource, internal units): ``self_request``/``self_used`` (its own pods),
+    ``child_request`` (own pods + children's capped requests), ``request`` (child_request, raised to
+    min when the quota does not lend), ``used`` (own + descendants' assigned pods), the
+    non-preemptible counterparts, ``runtime`` and ``auto_min`` (from the parent's calculator).
+    """
+
+    name: str
+    namespace: str = ""
+    parent: str = n.ROOT_QUOTA_NAME
+    is_parent: bool = False
+    allow_lent: bool = True
+    tree_id: str = ""
+    max: ResourceList = field(default_factory=dict)
+    min: ResourceList = field(default_factory=dict)
+    shared_weight: ResourceList = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+    children: set[str] = field(default_factory=set)
+    self_request: ResourceList = field(default_factory=dict)
+    self_used: ResourceList = field(default_factory=dict)
+    self_np_request: ResourceList = field(default_factory=dict)
+    self_np_used: ResourceList = field(default_factory=dict)
+    child_request: ResourceList = field(default_factory=dict)
+    request: ResourceList = field(default_factory=dict)
+    used: ResourceList = field(default_factory=dict)
+    np_request: ResourceList = field(default_factory=dict)
+    np_used: ResourceList = field(default_factory=dict)
+    runtime: ResourceList = field(default_factory=dict)
+    auto_min: ResourceList = field(default_factory=dict)
+    runtime_version: int = 0
+    pods: dict[str, PodEntry] = field(default_factory=dict)
+
+    def limited_request(self) -> ResourceList:
+        """``getLimitRequestNoLock``: request with each dimension capped at max (when max has it)."""
+        out = dict(self.request)
+        for k, v in out.items():
+            cap = self.max.get(k)
+            if cap is not None and v > cap:
+                out[k] = cap
+        return out
+
+    def real_request(self) -> ResourceList:
+        """Request reported for ``child_request``: raised to min per dimension when not lending."""
+        if self.allow_lent:
+            return dict(self.child_request)
+        out = dict(self.child_request)
+        for k, v in self.min.items():
+            if v > out.get(k, 0):
+                out[k] = v
+        return out
+
+
+def quota_from_object(obj: dict[str, Any]) -> QuotaInfo:
+    """A :class:`QuotaInfo` (spec only) from an ElasticQuota object (``NewQuotaInfoFromQuota``).
+
+    Raises:
+        QuotaSpecError: no name, or ``spec.min``/``spec.max`` are not ResourceLists of valid quantities.
+    """
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name:
+        raise QuotaSpecError("ElasticQuota metadata.name: required")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise QuotaSpecError(f"ElasticQuota {name} spec: expected an object")
+    try:
+        max_ = parse_resource_list(spec.get("max"), field=f"ElasticQuota {name} spec.max")
+        min_ = parse_resource_list(spec.get("min"), field=f"ElasticQuota {name} spec.min")
+    except QuantityError as exc:
+        raise QuotaSpecError(str(exc)) from None
+    return QuotaInfo(
+        name=name,
+        namespace=str(meta.get("namespace") or "") if isinstance(meta, dict) else "",
+        parent=n.parent_quota_name(obj),
+        is_parent=n.is_parent_quota(obj),
+        allow_lent=n.is_allow_lent_resource(obj),
+        tree_id=n.tree_id(obj),
+        max=max_,
+        min=min_,
+        shared_weight=n.shared_weight(obj, max_),
+        namespaces=n.quota_namespaces(obj),
+    )

@@ -1,0 +1,1 @@
+"""Shared builders for the ElasticQuota tests."""
