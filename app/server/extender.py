@@ -7,6 +7,7 @@ the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 40
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -210,6 +211,12 @@ class ExtenderService:
         status = self.framework.run_reserve(state, assumed, args.Node)
         if status.is_success():
             status = self.framework.run_pre_bind(state, assumed, args.Node)
+            waits = state.take_pre_bind_waits()
+            if waits:  # PreBind writes (e.g. annotations) land before the Binding, as upstream orders them
+                results = await asyncio.gather(*waits, return_exceptions=True)
+                errors = [r for r in results if isinstance(r, BaseException)]
+                if status.is_success() and errors:
+                    status = Status.error(f"pre-bind write failed: {errors[0]}", plugin="PreBind")
             if not status.is_success():
                 self.framework.run_unreserve(state, assumed, args.Node)
         if not status.is_success():

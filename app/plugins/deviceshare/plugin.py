@@ -1,21 +1,392 @@
-"""The DeviceShare plugin: GPU sharing (upstream pkg/scheduler/plugins/deviceshare).."""
+"""The DeviceShare plugin: GPU sharing (upstream ``pkg/scheduler/plugins/deviceshare``).
+
+- PreFilter: the pod's GPU request (:mod:`.request`); invalid requests fail every node
+  UnschedulableAndUnresolvable with upstream's message; pods without a GPU request are skipped.
+- Filter: nodes without a Device pass (left to kubelet, as upstream); a Device without GPUs fails
+  UnschedulableAndUnresolvable, too few GPUs whose free covers the per-GPU request fail
+  Unschedulable, both with ``Insufficient gpu devices``. Unhealthy GPUs are never counted.
+- Score: LeastAllocated / MostAllocated (``scoreNode``, then ``DefaultNormalizeScore``), or our
+  FragmentationAware (:mod:`.fragmentation`): the growth of the node's expected fragmentation if the
+  pod goes to its best GPU(s) there, mapped to 0..100 by rank (default) or by the paper's sigmoid.
+- Reserve: choose minors (upstream order: per-GPU score desc, then minor; FragmentationAware puts a
+  share on the GPU with the least fragmentation growth) and account them at once; Unreserve undoes.
+- PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``source.patch`` (the source is
+  captured by :meth:`run_background`); if the pod is not in the source yet (embedded mode adopts
+  pods at bind), the write is retried when the bound pod shows up in the cache.
+- REST: ``nodeDeviceSummaries`` and ``nodeDeviceSummaries/{nodeName}`` (upstream ``service.go``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import math
+from dataclasses import dataclass
 from typing import Any
 
-from app.framework.interfaces import Handle
+import numpy as np
+import numpy.typing as npt
+
+from app.cache.podinfo import PodInfo
+from app.framework.cyclestate import CycleState
+from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
+from app.framework.status import SUCCESS, Status
+from app.plugins.deviceshare import names as n
+from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
+from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
+from app.plugins.deviceshare.devicecache import DeviceCache
+from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement
+from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
+from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
+from app.plugins.deviceshare.summary import node_summary
+from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
+from app.server.wire import error_response
+from app.sources.base import WriteError
+
+log = logging.getLogger(__name__)
+
+NAME = "DeviceShare"
+#: Upstream's reason when too few GPUs fit (``Insufficient %s devices`` with the type ``gpu``).
+ERR_INSUFFICIENT_GPU = f"Insufficient {n.GPU} devices"
+_STATE = NAME
+_ALLOC = NAME + "/allocation"
+#: Score step between consecutive ranks of FragmentationAware's Rank mapping (extender buckets are 10 wide).
+RANK_STEP = 10
+#: Times a deferred annotation write is retried.
+_MAX_WRITE_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class _PodState:
+    """PreFilter result: the GPU request (None = skip the pod)."""
+
+    request: GPURequest | None
 
 
 class DeviceShare:
-    """Placeholder: no extension point yet, so enabling it changes nothing."""
+    """See the module docstring."""
 
-    name = "DeviceShare"
+    name = NAME
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
+        self.args = args
         self.handle = handle
+        self.source: Any = None
+        self.learner = WorkloadLearner(args.learned_pods)
+        self._pending: dict[str, tuple[str, str, str, int]] = {}  # uid -> (namespace, name, value, attempts)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.devices = DeviceCache(handle.cache, on_pod_seen=self._pod_seen)
+
+    # ------------------------------------------------------------------ events
+    def _pod_seen(self, pod: PodInfo) -> None:
+        if self.args.strategy == FRAGMENTATION_AWARE and self.args.workload is None and pod.uid not in ("",):
+            shape = pod_shape(pod, self.handle.cache.pod_objects.get(pod.uid))
+            if shape is not None:
+                self.learner.observe(pod.uid, shape)
+        pending = self._pending.get(pod.uid)
+        if pending is None:
+            return
+        namespace, name, value, attempts = pending
+        if pod.annotations.get(n.ANNOTATION_DEVICE_ALLOCATED) == value:
+            del self._pending[pod.uid]
+        elif pod.node_name and attempts < _MAX_WRITE_ATTEMPTS:
+            self._pending[pod.uid] = (namespace, name, value, attempts + 1)
+            self._spawn_write(pod.uid, namespace, name, value)
+
+    def workload(self) -> Workload | None:
+        """The FragmentationAware target workload: the args' one, else the learned one."""
+        return self.args.workload if self.args.workload is not None else self.learner.workload()
+
+    # ------------------------------------------------------------------ prefilter / filter
+    def _request(self, state: CycleState, pod: PodInfo) -> GPURequest | None:
+        cached = state.get(_STATE)
+        if cached is None:
+            try:
+                cached = _PodState(gpu_request(pod.requests))
+            except DeviceRequestError:
+                cached = _PodState(None)
+            state.write(_STATE, cached)
+        req: GPURequest | None = cached.request
+        return req
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Parse the GPU request; invalid => UnschedulableAndUnresolvable with upstream's message."""
+        try:
+            req = gpu_request(pod.requests)
+        except DeviceRequestError as exc:
+            state.write(_STATE, _PodState(None))
+            return Status.unresolvable(str(exc))
+        state.write(_STATE, _PodState(req))
+        return SUCCESS
+
+    def _fits(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
+        """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
+        table = self.devices.flush()
+        core, ratio, mem = table.core_free[rows], table.ratio_free[rows], table.mem_free[rows]
+        if removed is not None and any(removed):
+            core, ratio, mem = core.copy(), ratio.copy(), mem.copy()
+            for i, victims in enumerate(removed):
+                for victim in victims:
+                    held = self.devices.allocations_of(victim.uid)
+                    if held is None:
+                        continue
+                    for a in held[1]:
+                        slots = np.flatnonzero(table.minor[rows[i]] == a.minor)
+                        if len(slots):
+                            s = int(slots[0])
+                            core[i, s] += a.resources.get(n.RESOURCE_GPU_CORE, 0)
+                            ratio[i, s] += a.resources.get(n.RESOURCE_GPU_MEMORY_RATIO, 0)
+                            mem[i, s] += a.resources.get(n.RESOURCE_GPU_MEMORY, 0)
+            core = np.minimum(core, table.core_total[rows])
+            ratio = np.minimum(ratio, table.ratio_total[rows])
+            mem = np.minimum(mem, table.mem_total[rows])
+        healthy = (table.core_total[rows] > 0) | (table.ratio_total[rows] > 0) | (table.mem_total[rows] > 0)
+        fits = healthy & ((core > 0) | (ratio > 0) | (mem > 0))
+        if req.core:
+            fits &= core >= req.core
+        if req.ratio:
+            fits &= ratio >= req.ratio
+        if req.memory:
+            fits &= mem >= req.memory
+        return fits
+
+    def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
+        """Failing positions: ``Insufficient gpu devices`` (see the module docstring)."""
+        req = self._request(state, pod)
+        if req is None or len(nodes) == 0:
+            return {}
+        rows = nodes.rows
+        fits = self._fits(req, rows, nodes.removed)
+        table = self.devices.table
+        has = table.has_device[rows]
+        count = fits.sum(axis=1)
+        failures: FilterFailures = {}
+        no_gpu = has & (table.gpu_count[rows] == 0)
+        short = has & ~no_gpu & (count < req.count)
+        for pos in np.flatnonzero(no_gpu).tolist():
+            failures[pos] = Status.unresolvable(ERR_INSUFFICIENT_GPU)
+        for pos in np.flatnonzero(short).tolist():
+            failures[pos] = Status.unschedulable(ERR_INSUFFICIENT_GPU)
+        if req.shared and self.args.unsupported_models:
+            for pos, name in enumerate(nodes.names):
+                node = self.handle.cache.nodes.get(name)
+                if node is None or pos in failures:
+                    continue
+                vendor, model = node.labels.get(n.LABEL_GPU_VENDOR, ""), node.labels.get(n.LABEL_GPU_MODEL, "")
+                if (vendor, model) in self.args.unsupported_models:
+                    reason = f'model "{model}" of vendor "{vendor}" does not support GPU Share'
+                    failures[pos] = Status.unresolvable(reason)
+        return failures
+
+    # ------------------------------------------------------------------ score
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
+        """0..100 per node, or None for pods without a GPU request (PreScore Skip)."""
+        req = self._request(state, pod)
+        if req is None:
+            return None
+        if len(nodes) == 0:
+            return np.zeros(0, dtype=np.int64)
+        table = self.devices.flush()
+        if self.args.strategy != FRAGMENTATION_AWARE:
+            return node_scores(self.args.strategy, self.args.weights, req.per_gpu, table, nodes.rows)
+        delta = self._fragmentation_delta(pod, req, nodes)
+        return self._map_delta(delta)
+
+    def normalize_scores(
+        self, state: CycleState, pod: PodInfo, nodes: NodeBatch, scores: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        """``DefaultNormalizeScore`` for LeastAllocated/MostAllocated; FragmentationAware is already 0..100."""
+        if self.args.strategy == FRAGMENTATION_AWARE:
+            return scores
+        return normalize(scores)
+
+    def _fragmentation_delta(self, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> npt.NDArray[np.float64]:
+        """(N,) fragmentation growth (GPU milli) of the best placement per node; +inf where none."""
+        rows = nodes.rows
+        if self.learner is not None and self.args.workload is None:
+            shape = pod_shape(pod, self.handle.cache.pod_objects.get(pod.uid))
+            if shape is not None and pod.uid:
+                self.learner.observe(pod.uid, shape)
+        workload = self.workload()
+        fits = self._fits(req, rows, nodes.removed)
+        if workload is None:
+            workload = Workload([], np.zeros(0))
+        cache = self.handle.cache
+        alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
+        alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+        shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
+        placement = best_placement(
+            workload,
+            shape,
+            alloc_cpu - req_cpu,
+            alloc_mem - req_mem,
+            self.devices.table.free_milli(rows),
+            self.devices.models_of(nodes.names),
+            fits,
+        )
+        if req.milli() >= 1000 or req.count > 1 or req.milli() == 0:
+            # whole GPUs (or shares over several GPUs, or bytes only): feasibility is the filter's count test
+            ok = fits.sum(axis=1) >= req.count
+            return np.where(ok & np.isfinite(placement.delta), placement.delta, np.where(ok, 0.0, np.inf))
+        return placement.delta
+
+    def _map_delta(self, delta: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        finite = np.isfinite(delta)
+        out = np.zeros(len(delta), dtype=np.int64)
+        if not finite.any():
+            return out
+        if self.args.score_mapping == "Sigmoid":
+            with np.errstate(over="ignore"):
+                sig = 1.0 / (1.0 + np.exp(np.clip(delta[finite] / 1000.0, -700, 700)))
+            out[finite] = (sig * MAX_NODE_SCORE).astype(np.int64)
+            return out
+        levels, rank = np.unique(np.round(delta[finite], 3), return_inverse=True)
+        out[finite] = np.maximum(0, MAX_NODE_SCORE - RANK_STEP * rank.astype(np.int64))
+        del levels
+        return out
+
+    # ------------------------------------------------------------------ reserve
+    def _choose(self, pod: PodInfo, req: GPURequest, node: str, row: int) -> list[int] | None:
+        """Slots (indices into the row) to allocate, or None when the pod does not fit."""
+        rows = np.array([row], dtype=np.int64)
+        fits = self._fits(req, rows, None)[0]
+        table = self.devices.table
+        if int(fits.sum()) < req.count:
+            return None
+        if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
+            nodes = NodeBatch(rows, [node])
+            workload = self.workload() or Workload([], np.zeros(0))
+            cache = self.handle.cache
+            alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
+            alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+            shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
+            placement = best_placement(
+                workload,
+                shape,
+                alloc_cpu - req_cpu,
+                alloc_mem - req_mem,
+                table.free_milli(rows),
+                self.devices.models_of(nodes.names),
+                fits[None, :],
+            )
+            if placement.slot[0] >= 0:
+                return [int(placement.slot[0])]
+        strategy = MOST_ALLOCATED if self.args.strategy == FRAGMENTATION_AWARE else self.args.strategy
+        scores = device_scores(strategy, self.args.weights, req.per_gpu, table, row)
+        minors = table.minor[row]
+        order = sorted(np.flatnonzero(fits).tolist(), key=lambda s: (-int(scores[s]), int(minors[s])))
+        return order[: req.count]
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Choose the GPUs and account them now (``Insufficient gpu devices`` when they are gone)."""
+        req = self._request(state, pod)
+        if req is None:
+            return SUCCESS
+        self.devices.flush()
+        row = self.handle.cache.table.row(node)
+        nd = self.devices.nodes.get(node)
+        if row is None or nd is None or not nd.has_device:
+            return SUCCESS  # no Device: left to kubelet, as upstream
+        slots = self._choose(pod, req, node, row)
+        if slots is None:
+            return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+        table = self.devices.table
+        allocs = []
+        for s in sorted(slots, key=lambda s: int(table.minor[row, s])):
+            minor = int(table.minor[row, s])
+            gpu = nd.gpus[minor]
+            allocs.append(GPUAllocation(minor, _fill_memory(req.per_gpu, gpu.memory), gpu.uuid))
+        self.devices.account(pod.uid, pod.key, node, allocs)
+        state.write(_ALLOC, (node, allocs))
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Release what :meth:`reserve` accounted in this cycle."""
+        if state.get(_ALLOC) is None:
+            return
+        self.devices.release(pod.uid)
+        state.write(_ALLOC, None)
+
+    # ------------------------------------------------------------------ prebind
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Write the device-allocated annotation (asynchronously through the source)."""
+        entry = state.get(_ALLOC)
+        if entry is None:
+            return SUCCESS
+        value = format_allocations(entry[1])
+        if pod.annotations.get(n.ANNOTATION_DEVICE_ALLOCATED) == value:
+            return SUCCESS
+        self._pending[pod.uid] = (pod.namespace, pod.name, value, 0)
+        if self.source is not None:  # the extender awaits this write before it binds (upstream's order)
+            state.add_pre_bind_wait(self._write(pod.uid, pod.namespace, pod.name, value))
+        return SUCCESS
+
+    def _spawn_write(self, uid: str, namespace: str, name: str, value: str) -> None:
+        if self.source is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        task = loop.create_task(self._write_logged(uid, namespace, name, value))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _write_logged(self, uid: str, namespace: str, name: str, value: str) -> None:
+        """A retry of the annotation write in the background: failures are logged by _write only."""
+        with contextlib.suppress(WriteError):
+            await self._write(uid, namespace, name, value)
+
+    async def _write(self, uid: str, namespace: str, name: str, value: str) -> None:
+        patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: value}}}
+        try:
+            await self.source.patch("Pod", name, patch, namespace=namespace)
+        except WriteError as exc:
+            if exc.status == 404:
+                return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
+            log.warning("pod %s/%s: cannot write %s: %s", namespace, name, n.ANNOTATION_DEVICE_ALLOCATED, exc)
+            raise
+
+    async def run_background(self, source: Any) -> None:
+        """Keep the service's source for PreBind writes; idle until cancelled."""
+        self.source = source
+        await asyncio.Event().wait()
+
+    # ------------------------------------------------------------------ REST
+    def routes(self) -> list[tuple[str, Any]]:
+        """``GET /nodeDeviceSummaries`` and ``GET /nodeDeviceSummaries/{nodeName}``."""
+        return [("/nodeDeviceSummaries", self.all_summaries), ("/nodeDeviceSummaries/{nodeName}", self.one_summary)]
+
+    async def all_summaries(self) -> dict[str, Any]:
+        """NodeDeviceSummary of every node the plugin tracks, keyed by node name."""
+        return {name: node_summary(nd) for name, nd in sorted(self.devices.nodes.items())}
+
+    async def one_summary(self, nodeName: str) -> Any:
+        """NodeDeviceSummary of one node; 404 ``cannot find node <name>`` when untracked."""
+        nd = self.devices.nodes.get(nodeName)
+        if nd is None:
+            return error_response(f"cannot find node {nodeName}", 404)
+        return node_summary(nd)
+
+
+def _fill_memory(per_gpu: dict[str, int], total_memory: int) -> dict[str, int]:
+    """``fillGPUTotalMem``: add the missing one of gpu-memory / gpu-memory-ratio from the GPU's total memory."""
+    out = dict(per_gpu)
+    has_mem, has_ratio = n.RESOURCE_GPU_MEMORY in out, n.RESOURCE_GPU_MEMORY_RATIO in out
+    if total_memory <= 0 or (has_mem and has_ratio):
+        return out
+    if has_mem:
+        out[n.RESOURCE_GPU_MEMORY_RATIO] = math.floor(out[n.RESOURCE_GPU_MEMORY] / total_memory * 100)
+    elif has_ratio:
+        out[n.RESOURCE_GPU_MEMORY] = out[n.RESOURCE_GPU_MEMORY_RATIO] * total_memory // 100
+    return out
 
 
 def new_device_share(args: dict[str, Any], handle: Handle) -> DeviceShare:
-    """Build the plugin from its (ignored) args."""
-    return DeviceShare(handle)
+    """Factory: decode, default and validate the args, then build the plugin.
+
+    Raises:
+        ArgsError: invalid args (see :func:`~app.plugins.deviceshare.args.decode_args`).
+    """
+    return DeviceShare(decode_args(args), handle)

@@ -1,0 +1,176 @@
+"""The plugin's device cache: Device, Node and Pod events kept as per-node GPU state and numpy rows.
+
+Mirrors upstream ``nodeDeviceCache`` (``device_cache.go``, ``eventhandler_device.go``,
+``eventhandler_pod.go``): a Device sets a node's totals; a bound, non-terminated pod with a
+``device-allocated`` annotation uses what it lists; Reserve accounts the chosen GPUs at once and a
+later event of the same pod without the annotation keeps them (the annotation may still be on its
+way); a pod that is deleted, terminated or unbound releases them. Changed nodes are written into
+the :class:`GPUTable` rows lazily, before the next Filter/Score.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from app.cache.listener import CacheListener
+from app.cache.nodestate import NodeState
+from app.cache.podinfo import PodInfo
+from app.cache.snapshot import ClusterCache
+from app.plugins.deviceshare import names as n
+from app.plugins.deviceshare.allocation import AllocationError, GPUAllocation, parse_allocations
+from app.plugins.deviceshare.devices import DeviceError, parse_device
+from app.plugins.deviceshare.gputable import GPUTable
+from app.plugins.deviceshare.nodedevice import NodeDevice
+
+log = logging.getLogger(__name__)
+
+
+class DeviceCache(CacheListener):
+    """Per-node GPU accounting fed by the snapshot cache.
+
+    Args:
+        cache: the snapshot cache (registers itself as a listener, which replays current state).
+        on_pod_seen: called with every pod event's new view (workload learning), or None.
+    """
+
+    def __init__(self, cache: ClusterCache, on_pod_seen: Callable[[PodInfo], None] | None = None) -> None:
+        self.cache = cache
+        self.nodes: dict[str, NodeDevice] = {}
+        self.pod_node: dict[str, str] = {}
+        self.models: dict[str, str] = {}
+        self.table = GPUTable()
+        self.rejected = 0
+        self._rows: dict[str, int] = {}
+        self._dirty: set[str] = set()
+        self._on_pod_seen = on_pod_seen
+        cache.add_listener(self)
+
+    # ------------------------------------------------------------------ events
+    def _node(self, name: str) -> NodeDevice:
+        nd = self.nodes.get(name)
+        if nd is None:
+            nd = self.nodes[name] = NodeDevice()
+        return nd
+
+    def on_node(self, name: str, node: NodeState | None) -> None:
+        """Track the node's GPU model label and (re)write its row."""
+        if node is None:
+            self.models.pop(name, None)
+        else:
+            self.models[name] = str(node.labels.get(n.LABEL_GPU_MODEL, ""))
+        self._dirty.add(name)
+
+    def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
+        """A Device (named after its node) sets or clears the node's GPU totals."""
+        if kind != "Device":
+            return
+        nd = self._node(key)
+        if obj is None:
+            nd.gpus, nd.has_device = {}, False
+        else:
+            try:
+                gpus = parse_device(obj)
+            except DeviceError as exc:
+                self.rejected += 1
+                log.warning("ignoring malformed Device %s: %s", key, exc)
+                gpus = []
+            nd.gpus = {g.minor: g for g in gpus}
+            nd.has_device = True
+        if nd.is_empty():
+            del self.nodes[key]
+        self._dirty.add(key)
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Account or release the pod's GPUs (see the module docstring)."""
+        if new is not None and self._on_pod_seen is not None:
+            self._on_pod_seen(new)
+        seen = new if new is not None else old
+        uid = seen.uid if seen is not None else ""
+        if new is None or not new.node_name or new.terminated:
+            self.release(uid)
+            return
+        raw = new.annotations.get(n.ANNOTATION_DEVICE_ALLOCATED)
+        current = self.pod_node.get(uid)
+        if raw is None:
+            if current is not None and current != new.node_name:
+                self.release(uid)
+            return
+        try:
+            allocs = parse_allocations(raw)
+        except AllocationError as exc:
+            log.warning("pod %s: ignoring its device allocation: %s", new.key, exc)
+            return
+        if current is not None:
+            held = self.nodes[current].pods.get(uid)
+            if current == new.node_name and held is not None and _same(held[1], allocs):
+                return
+            self.release(uid)
+        if allocs:
+            self.account(uid, new.key, new.node_name, allocs)
+
+    # ------------------------------------------------------------------ accounting
+    def account(self, uid: str, key: str, node: str, allocs: list[GPUAllocation]) -> None:
+        """Account ``allocs`` of pod ``uid`` (``namespace/name`` ``key``) on ``node`` now."""
+        if self.pod_node.get(uid) not in (None, node):
+            self.release(uid)
+        self._node(node).add(uid, key, allocs)
+        self.pod_node[uid] = node
+        self._dirty.add(node)
+
+    def release(self, uid: str) -> list[GPUAllocation] | None:
+        """Release pod ``uid``'s GPUs; return what it held (None if nothing)."""
+        node = self.pod_node.pop(uid, None)
+        if node is None:
+            return None
+        nd = self.nodes.get(node)
+        if nd is None:
+            return None
+        held = nd.remove(uid)
+        if nd.is_empty():
+            del self.nodes[node]
+        self._dirty.add(node)
+        return held
+
+    def allocations_of(self, uid: str) -> tuple[str, list[GPUAllocation]] | None:
+        """(node, allocations) currently accounted for pod ``uid``."""
+        node = self.pod_node.get(uid)
+        if node is None or node not in self.nodes:
+            return None
+        entry = self.nodes[node].pods.get(uid)
+        return (node, entry[1]) if entry is not None else None
+
+    # ------------------------------------------------------------------ arrays
+    def flush(self) -> GPUTable:
+        """Write changed nodes into the table rows and return the table (sized to the node table)."""
+        table = self.table
+        table.ensure(self.cache.table.capacity)
+        for name in self._dirty:
+            old_row = self._rows.pop(name, None)
+            if old_row is not None:
+                table.clear(old_row)
+            row = self.cache.table.row(name)
+            nd = self.nodes.get(name)
+            if row is None or nd is None:
+                continue
+            table.write(row, nd)
+            self._rows[name] = row
+        self._dirty.clear()
+        return table
+
+    def models_of(self, names: list[str]) -> list[str]:
+        """GPU model label of each node ("" when unlabelled)."""
+        return [self.models.get(name, "") for name in names]
+
+    def rows_with_device(self, rows: np.ndarray) -> np.ndarray:
+        """Bool mask of ``rows`` whose node has a Device."""
+        return np.asarray(self.table.has_device[rows], dtype=bool)
+
+
+def _same(a: list[GPUAllocation], b: list[GPUAllocation]) -> bool:
+    return sorted((x.minor, sorted(x.resources.items())) for x in a) == sorted(
+        (x.minor, sorted(x.resources.items())) for x in b
+    )

@@ -1,0 +1,52 @@
+"""NodeDeviceSummary, as upstream's REST service answers it (``deviceshare/device_summary.go``).
+
+JSON fields: ``deviceTotal`` / ``deviceFree`` / ``deviceUsed`` (resource -> quantity summed over the
+node's devices), ``deviceTotalDetail`` / ``deviceFreeDetail`` / ``deviceUsedDetail``
+(type -> minor -> ResourceList) and ``allocateSet`` (type -> ``namespace/name`` -> minor -> ResourceList).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.plugins.deviceshare import names as n
+from app.plugins.deviceshare.allocation import format_quantity
+from app.plugins.deviceshare.nodedevice import NodeDevice
+
+
+def _rl(values: dict[str, int]) -> dict[str, str]:
+    return {k: format_quantity(k, values[k]) for k in sorted(values)}
+
+
+def _detail(per_minor: dict[int, dict[str, int]]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    summed: dict[str, int] = {}
+    detail: dict[str, dict[str, str]] = {}
+    for minor in sorted(per_minor):
+        res = per_minor[minor]
+        detail[str(minor)] = _rl(res)
+        for k, v in res.items():
+            summed[k] = summed.get(k, 0) + v
+    return _rl(summed), detail
+
+
+def node_summary(nd: NodeDevice) -> dict[str, Any]:
+    """The NodeDeviceSummary of one node (GPU type only)."""
+    out: dict[str, Any] = {
+        "deviceTotal": {},
+        "deviceFree": {},
+        "deviceUsed": {},
+        "deviceTotalDetail": {},
+        "deviceFreeDetail": {},
+        "deviceUsedDetail": {},
+        "allocateSet": {},
+    }
+    if nd.has_device:
+        out["deviceTotal"], out["deviceTotalDetail"][n.GPU] = _detail({m: nd.total(m) for m in nd.gpus})
+        out["deviceFree"], out["deviceFreeDetail"][n.GPU] = _detail({m: nd.free(m) for m in nd.gpus})
+    if nd.used:
+        out["deviceUsed"], out["deviceUsedDetail"][n.GPU] = _detail(nd.used)
+    if nd.pods:
+        out["allocateSet"][n.GPU] = {
+            key: {str(a.minor): _rl(a.resources) for a in allocs} for key, allocs in sorted(nd.pods.values())
+        }
+    return out

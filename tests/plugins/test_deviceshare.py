@@ -1,0 +1,389 @@
+"""DeviceShare: request validation, allocation tables, annotation format, fragmentation, HTTP and REST.
+
+Cases follow upstream ``deviceshare/utils_test.go``, ``plugin_test.go`` and ``device_allocator_test.go``
+where they exist (messages, conversions, minor choice), the FGD reference for fragmentation.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from app.cache.snapshot import ClusterCache
+from app.framework.config import PluginSpec, SchedulerConfig
+from app.framework.interfaces import Handle, NodeBatch
+from app.framework.runtime import ArgsError
+from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations, parse_allocations
+from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement, node_fragmentation
+from app.plugins.deviceshare.plugin import DeviceShare, new_device_share
+from app.plugins.deviceshare.request import DeviceRequestError, gpu_request
+from app.sources.events import Event, EventType
+from app.sources.files import FileSource
+from tests.conftest import LiveServer
+
+GI = 1 << 30
+CORE, RATIO, MEM = "koordinator.sh/gpu-core", "koordinator.sh/gpu-memory-ratio", "koordinator.sh/gpu-memory"
+ANN = "scheduling.koordinator.sh/device-allocated"
+
+
+# ---------------------------------------------------------------------- builders
+def node(name: str, gpus: int, model: str = "V100", cpu: str = "64", memory: str = "256Gi") -> dict[str, Any]:
+    alloc = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": str(gpus)}
+    alloc.update({CORE: str(100 * gpus), RATIO: str(100 * gpus), MEM: f"{16 * gpus}Gi"})
+    labels = {"node.koordinator.sh/gpu-model": model}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": alloc},
+    }
+
+
+def device(name: str, gpus: int, unhealthy: tuple[int, ...] = (), memory: str = "16Gi") -> dict[str, Any]:
+    devs = [
+        {
+            "type": "gpu",
+            "id": f"GPU-{name}-{m}",
+            "minor": m,
+            "health": m not in unhealthy,
+            "resources": {CORE: "100", RATIO: "100", MEM: memory},
+        }
+        for m in range(gpus)
+    ]
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": name},
+        "spec": {"devices": devs},
+    }
+
+
+def pod(
+    name: str, requests: dict[str, str], node_name: str = "", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    requests = {"cpu": "1", "memory": "1Gi", **requests}
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if annotations:
+        meta["annotations"] = annotations
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": requests}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def setup(objs: list[dict[str, Any]], args: dict[str, Any] | None = None) -> tuple[ClusterCache, DeviceShare]:
+    cache = ClusterCache()
+    for obj in objs:
+        cache.apply(Event(obj["kind"], EventType.ADDED, obj))
+    return cache, new_device_share(args or {}, Handle(cache))
+
+
+def run_filter(cache: ClusterCache, plugin: DeviceShare, p: dict[str, Any], names: list[str]) -> dict[str, str]:
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+
+    info = parse_pod(p)
+    state = CycleState(time.time())
+    pre = plugin.pre_filter(state, info)
+    if not pre.is_success():
+        return {name: f"{pre.code.label}: {pre.message}" for name in names}
+    rows, _ = cache.table.rows_of(names)
+    failed = plugin.filter_nodes(state, info, NodeBatch(rows, names))
+    return {names[i]: f"{s.code.label}: {s.message}" for i, s in failed.items()}
+
+
+def reserve(cache: ClusterCache, plugin: DeviceShare, p: dict[str, Any], node_name: str) -> list[int]:
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+
+    info = parse_pod(p)
+    state = CycleState(time.time())
+    assert plugin.pre_filter(state, info).is_success()
+    assumed = cache.assume(info, node_name)
+    status = plugin.reserve(state, assumed, node_name)
+    assert status.is_success(), status.message
+    held = plugin.devices.allocations_of(assumed.uid)
+    assert held is not None
+    return [a.minor for a in held[1]]
+
+
+# ---------------------------------------------------------------------- requests
+@pytest.mark.parametrize(
+    ("requests", "count", "per_gpu", "shared"),
+    [
+        ({"nvidia.com/gpu": 2}, 2, {CORE: 100, RATIO: 100}, False),
+        ({"koordinator.sh/gpu": 50}, 1, {CORE: 50, RATIO: 50}, True),
+        ({"koordinator.sh/gpu": 200}, 2, {CORE: 100, RATIO: 100}, False),
+        ({CORE: 50, RATIO: 50}, 1, {CORE: 50, RATIO: 50}, True),
+        ({CORE: 200, RATIO: 200}, 2, {CORE: 100, RATIO: 100}, False),
+        ({MEM: 8 * GI}, 1, {MEM: 8 * GI}, True),
+        ({RATIO: 100}, 1, {RATIO: 100}, False),
+        ({"koordinator.sh/gpu.shared": 2, CORE: 100, RATIO: 100}, 2, {CORE: 50, RATIO: 50}, True),
+    ],
+)
+def test_gpu_requests_convert_as_upstream(
+    requests: dict[str, int], count: int, per_gpu: dict[str, int], shared: bool
+) -> None:
+    req = gpu_request(requests)
+    assert req is not None
+    assert (req.count, req.per_gpu, req.shared) == (count, per_gpu, shared)
+
+
+@pytest.mark.parametrize(
+    ("requests", "message"),
+    [
+        ({CORE: 50}, "invalid resource device requests: [koordinator.sh/gpu-core]"),
+        ({"koordinator.sh/gpu": 150}, "invalid resource unit koordinator.sh/gpu: 150"),
+        (
+            {CORE: 150, RATIO: 150},
+            "invalid resource device requests: [koordinator.sh/gpu-core koordinator.sh/gpu-memory-ratio]",
+        ),
+        ({"nvidia.com/gpu": 1, CORE: 50}, "invalid resource device requests: [koordinator.sh/gpu-core nvidia.com/gpu]"),
+        (
+            {"koordinator.sh/gpu.shared": 2, CORE: 101, RATIO: 100},
+            "invalid resource device requests: [koordinator.sh/gpu-core koordinator.sh/gpu-memory-ratio "
+            "koordinator.sh/gpu.shared]",
+        ),
+    ],
+)
+def test_invalid_gpu_requests_get_upstream_messages(requests: dict[str, int], message: str) -> None:
+    with pytest.raises(DeviceRequestError) as exc:
+        gpu_request(requests)
+    assert str(exc.value) == message
+
+
+def test_no_gpu_request_is_none() -> None:
+    assert gpu_request({"cpu": 1000, "memory": GI}) is None
+
+
+# ---------------------------------------------------------------------- annotation format
+def test_annotation_format_matches_upstream() -> None:
+    allocs = [GPUAllocation(0, {CORE: 100, MEM: 16 * GI, RATIO: 100}, "GPU-8c25")]
+    value = format_allocations(allocs)
+    assert value == (
+        '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"16Gi",'
+        '"koordinator.sh/gpu-memory-ratio":"100"},"id":"GPU-8c25"}]}'
+    )
+    assert parse_allocations(value) == allocs
+    assert format_allocations([GPUAllocation(1, {RATIO: 1000, MEM: 1000})]) == (
+        '{"gpu":[{"minor":1,"resources":{"koordinator.sh/gpu-memory":"1000","koordinator.sh/gpu-memory-ratio":"1k"}}]}'
+    )
+
+
+# ---------------------------------------------------------------------- filter / reserve tables
+def test_filter_table() -> None:
+    objs = [node("n-free", 2), device("n-free", 2), node("n-sick", 2), device("n-sick", 2, unhealthy=(0, 1))]
+    objs += [node("n-nodev", 2), node("n-empty", 0), device("n-empty", 0)]
+    objs += [node("n-half", 2), device("n-half", 2)]
+    objs += [
+        pod(
+            "user",
+            {CORE: "70", RATIO: "70"},
+            "n-half",
+            {ANN: format_allocations([GPUAllocation(0, {CORE: 70, RATIO: 70})])},
+        )
+    ]
+    cache, plugin = setup(objs)
+    names = ["n-free", "n-sick", "n-nodev", "n-empty", "n-half"]
+    insufficient = "Unschedulable: Insufficient gpu devices"
+    unresolvable = "UnschedulableAndUnresolvable: Insufficient gpu devices"
+    # a share fits wherever one healthy GPU has room; unhealthy GPUs never count; no Device = pass
+    assert run_filter(cache, plugin, pod("p", {CORE: "50", RATIO: "50"}), names) == {
+        "n-sick": insufficient,
+        "n-empty": unresolvable,
+    }
+    # two whole GPUs need two fully free cards: n-half has one card 70% used
+    assert run_filter(cache, plugin, pod("p", {"nvidia.com/gpu": "2"}), names) == {
+        "n-sick": insufficient,
+        "n-empty": unresolvable,
+        "n-half": insufficient,
+    }
+    # invalid requests fail every node with upstream's message
+    assert run_filter(cache, plugin, pod("p", {CORE: "50"}), ["n-free"]) == {
+        "n-free": "UnschedulableAndUnresolvable: invalid resource device requests: [koordinator.sh/gpu-core]"
+    }
+    # pods without GPU requests are untouched
+    assert run_filter(cache, plugin, pod("p", {}), names) == {}
+
+
+def test_reserve_spreads_with_least_allocated_and_packs_with_most_allocated() -> None:
+    share = {CORE: "30", RATIO: "30"}
+    used = {ANN: format_allocations([GPUAllocation(1, {CORE: 50, RATIO: 50, MEM: 8 * GI})])}
+    base = [node("n", 4), device("n", 4), pod("old", {CORE: "50", RATIO: "50"}, "n", used)]
+    cache, plugin = setup(base)
+    assert reserve(cache, plugin, pod("a", share), "n") == [0]  # LeastAllocated (default): emptiest, lowest minor
+    cache, plugin = setup(
+        base, {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": RATIO, "weight": 1}]}}
+    )
+    assert reserve(cache, plugin, pod("a", share), "n") == [1]  # binpack onto the used card
+    assert reserve(cache, plugin, pod("b", {"nvidia.com/gpu": "2"}), "n") == [0, 2]
+    # accounted at once: the next filter sees the card full
+    assert run_filter(cache, plugin, pod("c", {"nvidia.com/gpu": "2"}), ["n"]) == {
+        "n": "Unschedulable: Insufficient gpu devices"
+    }
+
+
+def test_unreserve_and_deleted_pods_release_gpus() -> None:
+    cache, plugin = setup([node("n", 1), device("n", 1)])
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+
+    p = pod("a", {"nvidia.com/gpu": "1"})
+    info = parse_pod(p)
+    state = CycleState(0.0)
+    plugin.pre_filter(state, info)
+    assumed = cache.assume(info, "n")
+    assert plugin.reserve(state, assumed, "n").is_success()
+    assert run_filter(cache, plugin, pod("b", {"nvidia.com/gpu": "1"}), ["n"]) != {}
+    plugin.unreserve(state, assumed, "n")
+    assert run_filter(cache, plugin, pod("b", {"nvidia.com/gpu": "1"}), ["n"]) == {}
+    bound = pod(
+        "a", {"nvidia.com/gpu": "1"}, "n", {ANN: format_allocations([GPUAllocation(0, {CORE: 100, RATIO: 100})])}
+    )
+    cache.apply(Event("Pod", EventType.MODIFIED, bound))
+    assert run_filter(cache, plugin, pod("b", {"nvidia.com/gpu": "1"}), ["n"]) != {}
+    cache.apply(Event("Pod", EventType.DELETED, bound))
+    assert run_filter(cache, plugin, pod("b", {"nvidia.com/gpu": "1"}), ["n"]) == {}
+
+
+def test_args_validation_messages() -> None:
+    cache = ClusterCache()
+    with pytest.raises(ArgsError) as exc:
+        new_device_share({"scoringStrategy": {"type": "Balanced"}}, Handle(cache))
+    assert str(exc.value) == "scoringStrategy.type: scoring strategy Balanced is not supported"
+    with pytest.raises(ArgsError) as exc:
+        new_device_share(
+            {"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": RATIO, "weight": 0}]}}, Handle(cache)
+        )
+    assert str(exc.value) == f"resources[0].weight: resource weight of {RATIO} not in valid range (0, 100]"
+    with pytest.raises(ArgsError, match=r"fragmentationAware\.workload\[0\]\.gpuMilli"):
+        new_device_share({"fragmentationAware": {"workload": [{"gpuMilli": 1500}]}}, Handle(cache))
+
+
+# ---------------------------------------------------------------------- fragmentation
+def test_node_fragmentation_follows_the_paper() -> None:
+    # one shape: a half GPU with 1 cpu. Node A: GPUs 1000, 300 free -> the 300 is fragment. Node B: 400 and 400.
+    wl = Workload.from_shapes([PodShape(1000, GI, 500)])
+    free = np.array([[1000, 300], [400, 400], [1000, -1]], dtype=np.int64)
+    cpu = np.array([8000, 8000, 0], dtype=np.int64)
+    mem = np.array([8 * GI] * 3, dtype=np.int64)
+    frag = node_fragmentation(wl, cpu, mem, free, ["V100", "V100", "V100"])
+    # A: 300 unusable; B: nothing fits -> all 800; C: no cpu left -> all 1000
+    assert frag.tolist() == [300.0, 800.0, 1000.0]
+    # model constraint: a shape that needs T4 cannot use V100 nodes at all
+    wl_t4 = Workload.from_shapes([PodShape(1000, GI, 500, "T4")])
+    assert node_fragmentation(wl_t4, cpu, mem, free, ["V100", "T4", "V100"]).tolist() == [1300.0, 800.0, 1000.0]
+    # CPU-only shapes see every idle GPU milli as fragment
+    wl_cpu = Workload.from_shapes([PodShape(1000, GI, 0)])
+    assert node_fragmentation(wl_cpu, cpu, mem, free, ["V100"] * 3).tolist() == [1300.0, 800.0, 1000.0]
+
+
+def test_best_placement_prefers_the_gpu_that_keeps_room_for_typical_pods() -> None:
+    wl = Workload.from_shapes([PodShape(0, 0, 500)] * 3 + [PodShape(0, 0, 1000)])
+    free = np.array([[1000, 700, 500]], dtype=np.int64)
+    feasible = free >= 200
+    place = best_placement(wl, PodShape(0, 0, 200), np.array([1]), np.array([1]), free, ["V100"], feasible)
+    # on the 700 card the rest (500) still fits a typical half pod: no fragmentation growth there
+    assert int(place.slot[0]) == 1
+    whole = best_placement(wl, PodShape(0, 0, 1000), np.array([1]), np.array([1]), free, ["V100"], feasible)
+    assert np.isfinite(whole.delta[0])
+
+
+# ---------------------------------------------------------------------- over HTTP
+def gpu_cluster(tmp: Path) -> Path:
+    objs = [node("gpu-a", 2), device("gpu-a", 2), node("gpu-b", 2, model="T4"), device("gpu-b", 2, unhealthy=(1,))]
+    (tmp / "cluster.yaml").write_text(yaml.safe_dump_all(objs))
+    return tmp
+
+
+def _config(args: dict[str, Any] | None = None) -> SchedulerConfig:
+    return SchedulerConfig((PluginSpec("NodeResourcesFit"), PluginSpec("DeviceShare", 1, args or {})))
+
+
+def test_filter_prioritize_bind_and_rest_over_http(tmp_path: Path) -> None:
+    source = FileSource(gpu_cluster(tmp_path), poll_interval=0)
+    with LiveServer(
+        source, _config({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": RATIO, "weight": 1}]}})
+    ) as srv:
+        c = srv.client
+        whole = pod("whole", {"nvidia.com/gpu": "2"})
+        r = c.post("/filter", json={"Pod": whole, "NodeNames": ["gpu-a", "gpu-b"]})
+        assert r.json()["NodeNames"] == ["gpu-a"]
+        assert r.json()["FailedNodes"] == {"gpu-b": "Insufficient gpu devices"}
+        bad = pod("bad", {CORE: "50"})
+        r = c.post("/filter", json={"Pod": bad, "NodeNames": ["gpu-a"]})
+        assert r.json()["FailedAndUnresolvableNodes"] == {
+            "gpu-a": "invalid resource device requests: [koordinator.sh/gpu-core]"
+        }
+
+        share = pod("share", {CORE: "50", RATIO: "50"})
+        r = c.post("/prioritize", json={"Pod": share, "NodeNames": ["gpu-a", "gpu-b"]})
+        scores = {h["Host"]: h["Score"] for h in r.json()}
+        # MostAllocated over node totals: 50/200 on gpu-a, 50/100 on gpu-b (its unhealthy card has no total)
+        assert scores == {"gpu-a": 5, "gpu-b": 10}
+        r = c.post(
+            "/bind", json={"PodName": "share", "PodNamespace": "default", "PodUID": "uid-share", "Node": "gpu-b"}
+        )
+        assert r.json() == {"Error": ""}
+        expected = format_allocations([GPUAllocation(0, {CORE: 50, RATIO: 50, MEM: 8 * GI}, "GPU-gpu-b-0")])
+        deadline = time.monotonic() + 5
+        cached: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            cached = srv.service.cache.pod_objects.get("uid-share") or {}
+            if (cached.get("metadata") or {}).get("annotations", {}).get(ANN) == expected:
+                break
+            time.sleep(0.02)
+        assert cached["metadata"]["annotations"][ANN] == expected
+        assert cached["spec"]["nodeName"] == "gpu-b"
+
+        # gpu-b now has 50% used on its only healthy card: MostAllocated prefers it for the next share
+        r = c.post(
+            "/prioritize", json={"Pod": pod("share2", {CORE: "30", RATIO: "30"}), "NodeNames": ["gpu-a", "gpu-b"]}
+        )
+        scores = {h["Host"]: h["Score"] for h in r.json()}
+        assert scores["gpu-b"] > scores["gpu-a"]
+        # a pod without GPU requests is not scored by DeviceShare
+        r = c.post("/prioritize", json={"Pod": pod("plain", {}), "NodeNames": ["gpu-a"]})
+        assert r.status_code == 200
+
+        r = c.get("/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/gpu-b")
+        assert r.status_code == 200
+        body = r.json()
+        assert body["deviceTotal"] == {CORE: "100", MEM: "16Gi", RATIO: "100"}  # the unhealthy card has no total
+        assert body["deviceUsed"] == {CORE: "50", MEM: "8Gi", RATIO: "50"}
+        assert body["deviceFreeDetail"]["gpu"]["0"] == {CORE: "50", MEM: "8Gi", RATIO: "50"}
+        assert body["deviceTotalDetail"]["gpu"]["1"] == {}
+        assert body["allocateSet"] == {"gpu": {"default/share": {"0": {CORE: "50", MEM: "8Gi", RATIO: "50"}}}}
+        assert set(c.get("/apis/v1/plugins/DeviceShare/nodeDeviceSummaries").json()) == {"gpu-a", "gpu-b"}
+        r = c.get("/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/nope")
+        assert r.status_code == 404
+        assert r.json() == {"message": "cannot find node nope"}
+
+
+def test_fragmentation_aware_over_http_ranks_nodes(tmp_path: Path) -> None:
+    objs = [node("frag", 1), device("frag", 1), node("clean", 1), device("clean", 1)]
+    objs.append(
+        pod(
+            "old",
+            {CORE: "60", RATIO: "60"},
+            "frag",
+            {ANN: format_allocations([GPUAllocation(0, {CORE: 60, RATIO: 60})])},
+        )
+    )
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump_all(objs))
+    args = {
+        "scoringStrategy": {"type": "FragmentationAware"},
+        "fragmentationAware": {"workload": [{"cpu": "1", "memory": "1Gi", "gpuMilli": 500, "weight": 1}]},
+    }
+    with LiveServer(FileSource(tmp_path, poll_interval=0), _config(args)) as srv:
+        r = srv.client.post(
+            "/prioritize", json={"Pod": pod("p", {CORE: "40", RATIO: "40"}), "NodeNames": ["frag", "clean"]}
+        )
+        scores = {h["Host"]: h["Score"] for h in r.json()}
+        # filling the 40% hole on "frag" removes fragmentation; "clean" would keep 600 milli usable
+        assert scores == {"frag": 10, "clean": 9}
