@@ -1,10 +1,118 @@
-"""`koord agent`: the node agent (koordlet) (placeholder until its issue lands)."""
+"""`koord agent`: the node agent (koordlet): metrics, NodeMetric reporting and QoS enforcement."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
 
-def agent() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(2)
+def agent(
+    node_name: Annotated[
+        str, typer.Option(envvar="NODE_NAME", help="This node's name (pods with this spec.nodeName).")
+    ],
+    cgroup_root: Annotated[Path, typer.Option(help="cgroup mount root.")] = Path("/sys/fs/cgroup"),
+    kubepods: Annotated[
+        str, typer.Option(help="kubepods parent under the root (kubepods, or kubepods.slice for systemd).")
+    ] = "kubepods",
+    interval: Annotated[float, typer.Option(help="Collection and QoS interval, seconds.")] = 1.0,
+    host: Annotated[str, typer.Option(help="Address for /metrics and /healthz.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port for /metrics and /healthz (0: do not serve).")] = 9316,
+    cluster: Annotated[
+        Path | None, typer.Option(help="Embedded mode: the cluster files the scheduler service reads.")
+    ] = None,
+    nodemetric_dir: Annotated[
+        Path | None, typer.Option(help="Embedded mode: directory the NodeMetric YAML is written to.")
+    ] = None,
+    events_file: Annotated[
+        Path | None, typer.Option(help="Embedded mode: JSON-lines file recording evictions.")
+    ] = None,
+    kubeconfig: Annotated[Path | None, typer.Option(help="kubeconfig (default: in-cluster or ~/.kube/config).")] = None,
+    kubelet_url: Annotated[
+        str | None, typer.Option(help="Discover pods from the kubelet, e.g. https://127.0.0.1:10250.")
+    ] = None,
+    kubelet_insecure: Annotated[bool, typer.Option(help="Do not verify the kubelet's certificate.")] = False,
+    proc_root: Annotated[Path, typer.Option(help="proc mount (/host/proc in a container).")] = Path("/proc"),
+    feature_gates: Annotated[
+        str, typer.Option(help="e.g. BEMemoryEvict=true,BECPUEvict=true (defaults as koordlet).")
+    ] = "",
+    report_interval: Annotated[
+        float | None, typer.Option(help="Override the NodeMetric report interval, seconds.")
+    ] = None,
+    states_interval: Annotated[float, typer.Option(help="Seconds between pod / NodeSLO refreshes.")] = 5.0,
+    dry_run: Annotated[
+        bool, typer.Option(help="Plan and log every cgroup write and eviction; change nothing.")
+    ] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
+    import logging
+    import signal
+    import threading
+
+    from agent.cgroups import CgroupLayout, CgroupPathError
+    from agent.daemon import Agent, AgentConfig, parse_feature_gates
+    from agent.evictor import APIEvictor, Evictor, RecordingEvictor
+    from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
+    from agent.server import serve
+    from agent.states.providers import APIServerStates, FileStates, StatesProvider
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    err = typer.echo
+
+    def fail(message: str) -> None:
+        err(f"error: {message}", err=True)
+        raise typer.Exit(2)
+
+    if interval <= 0:
+        fail("--interval must be > 0")
+    try:
+        features = parse_feature_gates(feature_gates)
+        layout = CgroupLayout.detect(cgroup_root, kubepods)
+    except (ValueError, CgroupPathError) as exc:
+        fail(str(exc))
+        return
+    states: StatesProvider
+    writer: MetricWriter | None
+    evictor: Evictor
+    if cluster is not None:
+        if not cluster.exists():
+            fail(f"--cluster {cluster}: no such file or directory")
+        states = FileStates(node_name, cluster)
+        writer = FileMetricWriter(nodemetric_dir) if nodemetric_dir else None
+        default_events = (nodemetric_dir / "agent-events.jsonl") if nodemetric_dir else None
+        evictor = RecordingEvictor(node_name, events_file or default_events, dry_run)
+    else:
+        import kubernetes.client
+
+        from app.sources.kubernetes import load_configuration
+
+        try:
+            cfg = load_configuration(str(kubeconfig) if kubeconfig else None)
+        except Exception as exc:  # ConfigException, OSError
+            fail(f"no --cluster and no usable Kubernetes configuration: {exc}")
+            return
+        api = kubernetes.client.ApiClient(cfg)
+        states = APIServerStates(node_name, api, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
+        writer = APIMetricWriter(api)
+        evictor = APIEvictor(node_name, api, dry_run)
+    config = AgentConfig(
+        node_name=node_name,
+        interval=interval,
+        states_interval=states_interval if cluster is None else min(states_interval, 1.0),
+        report_interval=report_interval,
+        dry_run=dry_run,
+        features=features,
+        proc=proc_root,
+    )
+    the_agent = Agent(config, layout, states, writer, evictor)
+    if port:
+        try:
+            serve(host, port, the_agent.metrics.registry, the_agent.healthy)
+        except OSError as exc:
+            fail(f"cannot serve on {host}:{port}: {exc}")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    the_agent.run(stop)

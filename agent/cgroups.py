@@ -1,0 +1,342 @@
+"""Where the kubelet lays out pod cgroups, and the cgroup files the agent reads and writes, on v1 and v2.
+
+Follows upstream ``pkg/koordlet/util/system/cgroup_resource.go`` (resource table, v1 -> v2 names),
+``cgroup_driver.go`` (cgroupfs / systemd naming) and ``pkg/koordlet/util/pod.go`` (QoS and pod dirs).
+
+Relative cgroup dirs (``kubepods/besteffort/pod<uid>``) are the currency of the agent: a
+:class:`CgroupLayout` turns one into a file path for a resource, choosing the controller
+mount on v1 (``<root>/<controller>/<dir>/<file>``) or the single hierarchy on v2
+(``<root>/<dir>/<file>``, v2 file name). Every relative dir is checked to stay under the
+kubepods root: a pod uid or container id that would escape it raises :class:`CgroupPathError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+#: Default CFS period (microseconds), ``system.DefaultCPUCFSPeriod``.
+CFS_PERIOD_US = 100_000
+#: Bounds of ``cpu.shares`` (v1), ``util/system/cgroup.go``.
+MIN_CPU_SHARES, MAX_CPU_SHARES = 2, 262_144
+#: "No limit" of ``memory.limit_in_bytes`` on v1 as the kernel prints it for 4 KiB pages.
+V1_MEMORY_UNLIMITED = 9_223_372_036_854_771_712
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,252}$")
+
+
+class CgroupPathError(ValueError):
+    """A cgroup dir would leave the kubepods root or is not a plain name; the message names it."""
+
+
+class CgroupVersion(StrEnum):
+    """cgroup v1 (one hierarchy per controller) or v2 (unified)."""
+
+    V1 = "v1"
+    V2 = "v2"
+
+
+class CgroupDriver(StrEnum):
+    """The kubelet's cgroup driver: ``cgroupfs`` (``kubepods/burstable/pod<uid>``) or ``systemd`` (``*.slice``)."""
+
+    CGROUPFS = "cgroupfs"
+    SYSTEMD = "systemd"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One cgroup file the agent knows.
+
+    Attributes:
+        name: upstream's resource name = the v1 file name (``cpu.shares``).
+        controller: v1 controller mount (``cpu``, ``cpuacct``, ``cpuset``, ``memory``).
+        v2_name: the file on v2, None when v2 has no counterpart.
+        minimum / maximum: inclusive integer bounds checked before a write (None = unbounded);
+            ``-1`` is always accepted where ``allow_unlimited`` (quota / limit "no limit").
+    """
+
+    name: str
+    controller: str
+    v2_name: str | None
+    minimum: int | None = None
+    maximum: int | None = None
+    allow_unlimited: bool = False
+
+
+#: The resources the agent writes or reads, keyed by upstream name.
+RESOURCES: dict[str, Resource] = {
+    r.name: r
+    for r in (
+        Resource("cpu.shares", "cpu", "cpu.weight", MIN_CPU_SHARES, MAX_CPU_SHARES),
+        Resource("cpu.cfs_quota_us", "cpu", "cpu.max", 1000, None, allow_unlimited=True),
+        Resource("cpu.cfs_period_us", "cpu", "cpu.max", 1000, 1_000_000),
+        Resource("cpu.bvt_warp_ns", "cpu", "cpu.bvt_warp_ns", -1, 2),
+        Resource("cpu.idle", "cpu", "cpu.idle", 0, 1),
+        Resource("cpuset.cpus", "cpuset", "cpuset.cpus"),
+        Resource("memory.limit_in_bytes", "memory", "memory.max", 0, None, allow_unlimited=True),
+        Resource("memory.min", "memory", "memory.min", 0, None),
+        Resource("memory.low", "memory", "memory.low", 0, None),
+        Resource("memory.high", "memory", "memory.high", 0, None, allow_unlimited=True),
+        Resource("cpuacct.usage", "cpuacct", None),
+        Resource("memory.stat", "memory", "memory.stat"),
+        Resource("cpu.stat", "cpu", "cpu.stat"),
+    )
+}
+
+
+def shares_to_weight(shares: int) -> int:
+    """v1 ``cpu.shares`` -> v2 ``cpu.weight``: ``1 + (shares - 2) * 9999 / 262142`` (``ConvertCPUSharesToWeight``)."""
+    return 1 + (shares - 2) * 9999 // 262142
+
+
+def parse_cpuset(text: str) -> list[int]:
+    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]`` (sorted, unique).
+
+    Raises:
+        ValueError: not a cpu list.
+    """
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            a, b = int(lo), int(hi)
+            if a < 0 or b < a:
+                raise ValueError(f"invalid cpu range {part!r}")
+            cpus.update(range(a, b + 1))
+        else:
+            n = int(part)
+            if n < 0:
+                raise ValueError(f"invalid cpu {part!r}")
+            cpus.add(n)
+    return sorted(cpus)
+
+
+def format_cpuset(cpus: list[int] | set[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"`` (the kernel's format)."""
+    out: list[str] = []
+    ordered = sorted(set(cpus))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def check_name(value: str, what: str) -> str:
+    """Return ``value`` if it is a plain cgroup name component (no ``/``, no ``..``).
+
+    Raises:
+        CgroupPathError: the value would escape its parent dir or holds odd characters.
+    """
+    if not _SAFE_NAME.match(value or "") or ".." in value:
+        raise CgroupPathError(f"{what} {value!r} is not a valid cgroup name component")
+    return value
+
+
+def container_id_of(status_id: str) -> str:
+    """``containerd://abc`` -> ``abc``; the runtime prefix is dropped and the id checked.
+
+    Raises:
+        CgroupPathError: the id is empty or not a plain name.
+    """
+    cid = status_id.split("://", 1)[1] if "://" in status_id else status_id
+    return check_name(cid, "container id")
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupLayout:
+    """The node's cgroup layout.
+
+    Attributes:
+        root: cgroup mount root (``/sys/fs/cgroup``).
+        kubepods: the kubepods parent relative to the root (``kubepods`` or ``kubepods.slice``,
+            may be nested such as ``test/kubepods``).
+        version: v1 or v2.
+        driver: cgroupfs or systemd (systemd when ``kubepods`` ends with ``.slice``).
+    """
+
+    root: Path
+    kubepods: str = "kubepods"
+    version: CgroupVersion = CgroupVersion.V1
+    driver: CgroupDriver = CgroupDriver.CGROUPFS
+
+    @classmethod
+    def detect(cls, root: str | Path = "/sys/fs/cgroup", kubepods: str = "kubepods") -> CgroupLayout:
+        """Detect v1 (a ``cpu`` controller dir under root) or v2 (``cgroup.controllers`` at the root).
+
+        Raises:
+            CgroupPathError: ``kubepods`` is absolute or holds ``..``.
+        """
+        root = Path(root)
+        parts = [p for p in kubepods.strip("/").split("/") if p]
+        if kubepods.startswith("/") or not parts or any(p == ".." for p in parts):
+            raise CgroupPathError(f"kubepods {kubepods!r} must be a relative cgroup dir without '..'")
+        for p in parts:
+            check_name(p, "kubepods component")
+        version = (
+            CgroupVersion.V2
+            if (root / "cgroup.controllers").is_file() and not (root / "cpu").is_dir()
+            else CgroupVersion.V1
+        )
+        driver = CgroupDriver.SYSTEMD if parts[-1].endswith(".slice") else CgroupDriver.CGROUPFS
+        return cls(root=root, kubepods="/".join(parts), version=version, driver=driver)
+
+    # -- dirs -------------------------------------------------------------------------------------
+    @property
+    def _slice_prefix(self) -> str:
+        base = self.kubepods.rsplit("/", 1)[-1]
+        return base[: -len(".slice")] if base.endswith(".slice") else base
+
+    def qos_dir(self, kube_qos: str) -> str:
+        """Relative dir of a Kubernetes QoS class: Guaranteed -> kubepods, Burstable/BestEffort below it."""
+        if kube_qos == "Guaranteed":
+            return self.kubepods
+        sub = "burstable" if kube_qos == "Burstable" else "besteffort"
+        if self.driver == CgroupDriver.SYSTEMD:
+            return f"{self.kubepods}/{self._slice_prefix}-{sub}.slice"
+        return f"{self.kubepods}/{sub}"
+
+    def pod_dir(self, uid: str, kube_qos: str) -> str:
+        """Relative dir of pod ``uid`` as the kubelet names it.
+
+        Raises:
+            CgroupPathError: the uid is not a plain name.
+        """
+        check_name(uid, "pod uid")
+        if self.driver == CgroupDriver.SYSTEMD:
+            qos = {"Guaranteed": "", "Burstable": "-burstable"}.get(kube_qos, "-besteffort")
+            return f"{self.qos_dir(kube_qos)}/{self._slice_prefix}{qos}-pod{uid.replace('-', '_')}.slice"
+        return f"{self.qos_dir(kube_qos)}/pod{uid}"
+
+    def container_dir(self, pod_dir: str, container_id: str) -> str:
+        """Relative dir of a container under its pod (``<id>`` or ``cri-containerd-<id>.scope`` on systemd).
+
+        Raises:
+            CgroupPathError: the id is not a plain name.
+        """
+        cid = container_id_of(container_id)
+        if self.driver == CgroupDriver.SYSTEMD:
+            runtime = container_id.split("://", 1)[0] if "://" in container_id else "containerd"
+            prefix = {"containerd": "cri-containerd", "docker": "docker", "cri-o": "crio"}.get(runtime, runtime)
+            return f"{pod_dir}/{prefix}-{cid}.scope"
+        return f"{pod_dir}/{cid}"
+
+    # -- files ------------------------------------------------------------------------------------
+    def dir_path(self, controller: str, rel_dir: str) -> Path:
+        """Absolute dir of ``rel_dir`` in ``controller`` (the controller is ignored on v2).
+
+        Raises:
+            CgroupPathError: ``rel_dir`` leaves the kubepods root.
+        """
+        norm = os.path.normpath(rel_dir.strip("/")) if rel_dir else ""
+        if norm != self.kubepods and not norm.startswith(self.kubepods + "/"):
+            raise CgroupPathError(f"cgroup dir {rel_dir!r} is outside {self.kubepods!r}")
+        base = self.root if self.version == CgroupVersion.V2 else self.root / controller
+        return base / norm
+
+    def file_path(self, resource: str, rel_dir: str) -> Path | None:
+        """Absolute path of ``resource`` (upstream name) in ``rel_dir``; None when this version lacks it.
+
+        Raises:
+            KeyError: unknown resource.
+            CgroupPathError: ``rel_dir`` leaves the kubepods root.
+        """
+        res = RESOURCES[resource]
+        name = res.name if self.version == CgroupVersion.V1 else res.v2_name
+        if name is None:
+            return None
+        return self.dir_path(res.controller, rel_dir) / name
+
+    def exists(self, rel_dir: str, controller: str = "cpu") -> bool:
+        """Whether ``rel_dir`` exists (in ``controller`` on v1)."""
+        try:
+            return self.dir_path(controller, rel_dir).is_dir()
+        except CgroupPathError:
+            return False
+
+    def subdirs(self, rel_dir: str, controller: str = "cpu") -> list[str]:
+        """Relative child dirs of ``rel_dir`` (sorted); empty when it is missing."""
+        try:
+            path = self.dir_path(controller, rel_dir)
+            return sorted(f"{rel_dir}/{e.name}" for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+        except (CgroupPathError, OSError):
+            return []
+
+
+# -- readers -------------------------------------------------------------------------------------
+
+
+def read_text(path: Path) -> str:
+    """The stripped content of a cgroup/proc file. Raises OSError."""
+    with open(path, "rb") as f:
+        return f.read().decode().strip()
+
+
+def read_cpu_usage_ns(layout: CgroupLayout, rel_dir: str) -> int:
+    """Cumulative CPU time of ``rel_dir`` in nanoseconds: v1 ``cpuacct.usage``, v2 ``cpu.stat`` usage_usec * 1000.
+
+    Raises:
+        OSError: the cgroup or file is missing.
+    """
+    if layout.version == CgroupVersion.V1:
+        return int(read_text(layout.dir_path("cpuacct", rel_dir) / "cpuacct.usage"))
+    for line in read_text(layout.dir_path("cpu", rel_dir) / "cpu.stat").splitlines():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1]) * 1000
+    raise OSError(f"no usage_usec in {rel_dir}/cpu.stat")
+
+
+_V1_MEM_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable")
+_V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"unevictable")
+
+
+def read_memory_working_set(layout: CgroupLayout, rel_dir: str) -> int:
+    """Memory of ``rel_dir`` without page cache, bytes: inactive_anon + active_anon + unevictable of
+    ``memory.stat`` (``total_*`` on v1), as upstream's ``MemoryUsageWithoutPageCache``.
+
+    Raises:
+        OSError: the cgroup or file is missing.
+    """
+    keys = _V1_MEM_KEYS if layout.version == CgroupVersion.V1 else _V2_MEM_KEYS
+    total = 0
+    with open(layout.dir_path("memory", rel_dir) / "memory.stat", "rb") as f:
+        for line in f:
+            name, _, value = line.partition(b" ")
+            if name in keys:
+                total += int(value)
+    return total
+
+
+def read_cfs_quota(layout: CgroupLayout, rel_dir: str) -> tuple[int, int]:
+    """``(quota_us, period_us)`` of ``rel_dir``; quota -1 means unlimited.
+
+    Raises:
+        OSError: the cgroup or file is missing.
+    """
+    if layout.version == CgroupVersion.V1:
+        d = layout.dir_path("cpu", rel_dir)
+        return int(read_text(d / "cpu.cfs_quota_us")), int(read_text(d / "cpu.cfs_period_us"))
+    quota, _, period = read_text(layout.dir_path("cpu", rel_dir) / "cpu.max").partition(" ")
+    return (-1 if quota == "max" else int(quota)), int(period or CFS_PERIOD_US)
+
+
+def read_cpuset(layout: CgroupLayout, rel_dir: str) -> list[int]:
+    """The cpus of ``rel_dir`` (``cpuset.cpus``; v2 falls back to ``cpuset.cpus.effective``).
+
+    Raises:
+        OSError: the cgroup or file is missing.
+    """
+    d = layout.dir_path("cpuset", rel_dir)
+    text = read_text(d / "cpuset.cpus")
+    if not text and layout.version == CgroupVersion.V2:
+        text = read_text(d / "cpuset.cpus.effective")
+    return parse_cpuset(text)

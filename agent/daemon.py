@@ -1,0 +1,364 @@
+"""The agent loop: states -> collection -> QoS strategies -> executor / evictions -> NodeMetric reports.
+
+One thread, one tick per collection interval (upstream runs each part on its own 1 s timer; one loop
+keeps the agent light and its rounds consistent). Every part fails soft: an unreadable file or an
+unreachable API server is logged and the next tick tries again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.cgroups import CgroupLayout, CgroupPathError
+from agent.collectors.node import NodeCollector, ProcessorInfo, processors
+from agent.collectors.pods import PodCollector, collect_be
+from agent.evictor import Evictor
+from agent.executor import CgroupExecutor
+from agent.metriccache import MetricCache
+from agent.metrics import AgentMetrics
+from agent.qos.context import (
+    BE_CPU_REAL_LIMIT,
+    BE_CPU_REQUEST,
+    BE_CPU_USAGE,
+    DEFAULT_FEATURES,
+    NODE_CPU,
+    NODE_MEMORY,
+    SYS_CPU,
+    SYS_MEMORY,
+    QoSContext,
+    pod_cpu_key,
+    pod_memory_key,
+)
+from agent.qos.cpusuppress import CPUSuppress, SuppressResult
+from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
+from agent.qos.isolation import Isolation
+from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
+from agent.states.nodeslo import merged_spec
+from agent.states.pods import PodMeta, pod_meta
+from agent.states.providers import StatesError, StatesProvider
+from app.api.quantity import QuantityError, milli_value, parse_resource_list
+
+log = logging.getLogger("agent")
+
+ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
+
+
+def parse_feature_gates(text: str) -> set[str]:
+    """``"BEMemoryEvict=true,BECPUSuppress=false"`` over the defaults -> the enabled gates.
+
+    Raises:
+        ValueError: unknown gate or a value other than true/false.
+    """
+    gates = dict(DEFAULT_FEATURES)
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        if not sep or name not in gates or value.lower() not in ("true", "false"):
+            raise ValueError(f"invalid feature gate {part!r}: expected one of {sorted(gates)} =true|false")
+        gates[name] = value.lower() == "true"
+    return {k for k, v in gates.items() if v}
+
+
+@dataclass(slots=True)
+class AgentConfig:
+    """Agent settings (seconds unless noted).
+
+    Attributes:
+        interval: collection and QoS interval (upstream 1 s).
+        states_interval: how often pods / NodeSLO are fetched again.
+        report_interval: override of the NodeMetric report interval (None: from the NodeMetric spec, >= 30 s).
+        proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``.
+    """
+
+    node_name: str
+    interval: float = 1.0
+    states_interval: float = 5.0
+    report_interval: float | None = None
+    dry_run: bool = False
+    features: set[str] = field(default_factory=lambda: {k for k, v in DEFAULT_FEATURES.items() if v})
+    proc: Path = Path("/proc")
+    sys_cpu: Path = Path("/sys/devices/system/cpu")
+
+
+def node_capacity(
+    node: dict[str, Any] | None, machine_cpu: int, machine_memory: int
+) -> tuple[int, int, dict[str, int], int]:
+    """``(cpu milli, memory bytes, allocatable, reserved cpu milli)`` from the Node, the machine as fallback.
+
+    Reserved cpu = max(capacity - allocatable, ``node.koordinator.sh/reservation`` cpu (``reservedCPUs`` counts cpus)).
+    """
+    status = (node or {}).get("status") or {}
+    try:
+        capacity = parse_resource_list(status.get("capacity"), field="status.capacity")
+        allocatable = parse_resource_list(status.get("allocatable"), field="status.allocatable")
+    except QuantityError as exc:
+        log.warning("node %s: %s; using the machine's capacity", (node or {}).get("metadata", {}).get("name"), exc)
+        capacity, allocatable = {}, {}
+    cpu = capacity.get("cpu") or machine_cpu
+    memory = capacity.get("memory") or machine_memory
+    reserved = max(cpu - allocatable["cpu"], 0) if "cpu" in allocatable else 0
+    raw = ((node or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_NODE_RESERVATION)
+    if raw:
+        try:
+            anno = json.loads(raw)
+            from agent.cgroups import parse_cpuset
+
+            by_anno = (
+                len(parse_cpuset(anno["reservedCPUs"])) * 1000
+                if anno.get("reservedCPUs")
+                else milli_value((anno.get("resources") or {}).get("cpu", 0))
+            )
+            reserved = max(reserved, by_anno)
+        except (ValueError, TypeError, KeyError, AttributeError, QuantityError) as exc:
+            log.warning("ignoring malformed %s: %s", ANNOTATION_NODE_RESERVATION, exc)
+    return cpu, memory, allocatable, reserved
+
+
+class Agent:
+    """The node agent.
+
+    Args:
+        config: settings.
+        layout: the node's cgroup layout.
+        states: where pods, Node, NodeSLO and NodeMetric come from.
+        writer: where NodeMetric reports go (None: not reported).
+        evictor: carries out evictions.
+        metrics: Prometheus metrics (a fresh registry by default).
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        layout: CgroupLayout,
+        states: StatesProvider,
+        writer: MetricWriter | None,
+        evictor: Evictor,
+        metrics: AgentMetrics | None = None,
+    ) -> None:
+        self.config = config
+        self.layout = layout
+        self.states = states
+        self.writer = writer
+        self.evictor = evictor
+        self.metrics = metrics or AgentMetrics()
+        self.executor = CgroupExecutor(layout, dry_run=config.dry_run, recorder=self.metrics)
+        self.node_collector = NodeCollector(config.proc)
+        self.pod_collector = PodCollector(layout)
+        self.suppress = CPUSuppress()
+        self.isolation = Isolation()
+        self.processors: list[ProcessorInfo] = processors(config.sys_cpu)
+        self.policy = CollectPolicy()
+        retention = max([go_duration_seconds(d) for d in self.policy.durations] + [300.0]) + 10 * config.interval
+        self.cache = MetricCache(config.interval, retention)
+        self.pods: list[PodMeta] = []
+        self.slo = merged_spec(None)
+        self.capacity: tuple[int, int, dict[str, int], int] = (
+            len(self.processors) * 1000,
+            self._machine_memory(),
+            {},
+            0,
+        )
+        self.last_tick = 0.0
+        self.last_suppress: SuppressResult | None = None
+        self._states_at = -1e18
+        self._report_at = time.time()
+        self._memory_evict_at = -1e18
+        self._cpu_evict_at = -1e18
+        self._pod_labels: set[tuple[str, str, str]] = set()
+        self.reports = 0
+
+    def _machine_memory(self) -> int:
+        try:
+            return self.node_collector.memory_total()
+        except OSError:
+            return 0
+
+    @property
+    def report_interval(self) -> float:
+        """Seconds between NodeMetric reports."""
+        return self.config.report_interval or float(self.policy.report_seconds)
+
+    def healthy(self) -> bool:
+        """A tick completed within the last three intervals (plus slack)."""
+        return time.time() - self.last_tick < 3 * self.config.interval + 5
+
+    # -- parts ------------------------------------------------------------------------------------
+    def refresh_states(self, now: float) -> None:
+        """Fetch states when due; rebuild pod metas, the merged NodeSLO, capacity and the collect policy."""
+        if now - self._states_at < self.config.states_interval:
+            return
+        self._states_at = now
+        try:
+            changed = self.states.refresh()
+        except StatesError as exc:
+            log.warning("keeping the last states: %s", exc)
+            return
+        if not changed and self.pods:
+            return
+        self.pods = [pod_meta(p, self.layout) for p in self.states.pods]
+        self.slo = merged_spec(self.states.node_slo)
+        self.capacity = node_capacity(self.states.node, len(self.processors) * 1000, self._machine_memory())
+        self.policy = CollectPolicy.from_node_metric(self.states.node_metric)
+        live = {p.uid for p in self.pods}
+        for key in self.cache.keys("pod_"):
+            if key.split("/", 1)[1] not in live:
+                self.cache.drop(key)
+
+    def collect(self, now: float) -> None:
+        """Node, pod and BE usage into the metric cache and the gauges."""
+        t0 = time.perf_counter()
+        try:
+            node_cpu, node_memory = self.node_collector.collect(now)
+        except (OSError, ValueError) as exc:
+            log.warning("node usage not collected: %s", exc)
+            node_cpu, node_memory = None, None
+        if node_memory is not None:
+            self.cache.append(NODE_MEMORY, now, node_memory)
+            self.metrics.node_memory.set(node_memory)
+        if node_cpu is not None:
+            self.cache.append(NODE_CPU, now, node_cpu)
+            self.metrics.node_cpu.set(node_cpu)
+        sample = self.pod_collector.collect(self.pods, now)
+        pod_retention = self.policy.aggregate_seconds + 10 * self.config.interval
+        labels: set[tuple[str, str, str]] = set()
+        by_uid = {p.uid: p for p in self.pods}
+        sum_cpu, sum_mem, all_cpu = 0.0, 0, True
+        for uid, usage in sample.pods.items():
+            pod = by_uid[uid]
+            lab = (pod.namespace, pod.name, pod.qos.value)
+            labels.add(lab)
+            self.cache.append(pod_memory_key(uid), now, usage.memory, retention=pod_retention)
+            self.metrics.pod_memory.labels(*lab).set(usage.memory)
+            sum_mem += usage.memory
+            if usage.cpu is None:
+                all_cpu = False
+                continue
+            self.cache.append(pod_cpu_key(uid), now, usage.cpu, retention=pod_retention)
+            self.metrics.pod_cpu.labels(*lab).set(usage.cpu)
+            sum_cpu += usage.cpu
+        for lab in self._pod_labels - labels:
+            for gauge in (self.metrics.pod_cpu, self.metrics.pod_memory):
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*lab)
+        self._pod_labels = labels
+        if node_cpu is not None and all_cpu:
+            self.cache.append(SYS_CPU, now, max(node_cpu - sum_cpu, 0.0))
+        if node_memory is not None:
+            self.cache.append(SYS_MEMORY, now, max(node_memory - sum_mem, 0))
+        try:
+            be = collect_be(self.layout, self.pod_collector.reader, self.pods, now)
+        except (OSError, ValueError, CgroupPathError) as exc:
+            log.debug("BE totals not collected: %s", exc)
+        else:
+            if be.usage is not None:
+                self.cache.append(BE_CPU_USAGE, now, be.usage)
+                self.cache.append(BE_CPU_REQUEST, now, be.request)
+                self.cache.append(BE_CPU_REAL_LIMIT, now, be.real_limit)
+                self.metrics.be_used.set(be.usage / 1000)
+        self.metrics.collect_seconds.observe(time.perf_counter() - t0)
+
+    def context(self, now: float) -> QoSContext:
+        """The strategies' view of this round."""
+        cpu, memory, allocatable, reserved = self.capacity
+        return QoSContext(
+            now=now,
+            interval=self.config.interval,
+            layout=self.layout,
+            slo=self.slo,
+            pods=[p for p in self.pods if p.active],
+            cache=self.cache,
+            processors=self.processors,
+            capacity_cpu=cpu,
+            capacity_memory=memory,
+            allocatable=allocatable,
+            reserved_cpu=reserved,
+            features=self.config.features,
+        )
+
+    def enforce(self, now: float) -> None:
+        """Run the strategies and hand their writes to the executor, then evict when needed."""
+        ctx = self.context(now)
+        planned = self.suppress.plan(ctx)
+        if isinstance(planned, SuppressResult):
+            self.last_suppress = planned
+            self.executor.update_batch(planned.writes)
+            cores = (planned.quota or 0) / 100_000 if planned.policy == "cfsQuota" else len(planned.cpus or [])
+            self.metrics.be_suppress.labels(type=planned.policy).set(cores)
+            self.metrics.be_suppress_ls.set(planned.ls_used_cores)
+        else:
+            self.executor.update_batch(planned)
+        self.executor.update_batch(self.isolation.plan(ctx))
+        if now - self._memory_evict_at >= MEMORY_EVICT_COOL_SECONDS:
+            victims = be_memory_victims(ctx)
+            if self._evict(victims):
+                self._memory_evict_at = now
+        if now - self._cpu_evict_at >= CPU_EVICT_COOL_SECONDS:
+            victims = be_cpu_victims(ctx)
+            if self._evict(victims):
+                self._cpu_evict_at = now
+
+    def _evict(self, victims: list[Any]) -> bool:
+        done = False
+        for v in victims:
+            ok = self.evictor.evict(v.pod, v.reason)
+            self.metrics.evictions.labels(reason=v.reason, result="success" if ok else "failed").inc()
+            done = done or ok
+        return done
+
+    def report(self, now: float, force: bool = False) -> bool:
+        """Write a NodeMetric when the report interval passed (or ``force``); True when written."""
+        if self.writer is None or (not force and now - self._report_at < self.report_interval):
+            return False
+        status = build_status(self.cache, self.pods, now, self.policy)
+        if status is None:
+            return False
+        self._report_at = now
+        try:
+            self.writer.write(self.config.node_name, self.policy.spec(), status)
+        except ReportError as exc:
+            log.warning("NodeMetric report failed: %s", exc)
+            self.metrics.reports.labels(result="failed").inc()
+            return False
+        self.metrics.reports.labels(result="success").inc()
+        self.reports += 1
+        return True
+
+    def tick(self, now: float | None = None) -> None:
+        """One round: states (when due), collection, enforcement, report (when due)."""
+        now = time.time() if now is None else now
+        self.refresh_states(now)
+        self.collect(now)
+        self.enforce(now)
+        self.report(now)
+        self.last_tick = time.time()
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every interval until ``stop`` is set (drift-free: ticks stay on the interval grid)."""
+        log.info(
+            "agent on node %s: %s, cgroup %s %s %s, interval %.1fs%s",
+            self.config.node_name,
+            self.states.description,
+            self.layout.version.value,
+            self.layout.driver.value,
+            self.layout.root / self.layout.kubepods,
+            self.config.interval,
+            " (dry-run)" if self.config.dry_run else "",
+        )
+        next_at = time.monotonic()
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # one bad round must not stop the agent
+                log.exception("agent round failed")
+            next_at += self.config.interval
+            delay = next_at - time.monotonic()
+            if delay < 0:
+                next_at = time.monotonic()
+                delay = 0
+            stop.wait(delay)

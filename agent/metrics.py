@@ -1,0 +1,46 @@
+"""The agent's Prometheus metrics (names follow upstream ``pkg/koordlet/metrics``, subsystem ``koordlet``)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class AgentMetrics:
+    """One registry per agent (tests run several agents in one process)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.node_cpu = Gauge("koordlet_node_used_cpu_cores", "Node cpu usage in cores.", registry=r)
+        self.node_memory = Gauge("koordlet_node_used_memory_bytes", "Node memory usage without page cache.", registry=r)
+        self.pod_cpu = Gauge(
+            "koordlet_pod_used_cpu_cores", "Pod cpu usage in cores.", ["pod_namespace", "pod_name", "qos"], registry=r
+        )
+        self.pod_memory = Gauge(
+            "koordlet_pod_used_memory_bytes",
+            "Pod memory working set.",
+            ["pod_namespace", "pod_name", "qos"],
+            registry=r,
+        )
+        self.be_suppress = Gauge(
+            "koordlet_be_suppress_cpu_cores", "BE cpu suppression target in cores.", ["type"], registry=r
+        )
+        self.be_suppress_ls = Gauge(
+            "koordlet_be_suppress_ls_used_cpu_cores", "Non-BE pod cpu usage seen by cpu suppress.", registry=r
+        )
+        self.be_used = Gauge("koordlet_be_suppress_be_used_cpu_cores", "BE cpu usage in cores.", registry=r)
+        self.cgroup_writes = Counter(
+            "koordlet_cgroup_writes", "Cgroup writes by resource and result.", ["resource", "result"], registry=r
+        )
+        self.evictions = Counter("koordlet_pod_eviction", "Pods evicted by reason.", ["reason", "result"], registry=r)
+        self.collect_seconds = Histogram(
+            "koordlet_collect_duration_seconds",
+            "Time of one collection round.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=r,
+        )
+        self.reports = Counter("koordlet_nodemetric_reports", "NodeMetric reports by result.", ["result"], registry=r)
+
+    def cgroup_write(self, resource: str, result: str) -> None:
+        """Count one executor outcome (the executor's WriteRecorder)."""
+        self.cgroup_writes.labels(resource=resource, result=result).inc()

@@ -1,0 +1,279 @@
+"""NodeMetric reports: built from the metric cache, written to a file (embedded) or the status subresource.
+
+Follows upstream ``statesinformer/impl/states_nodemetric.go``: ``nodeUsage``/``systemUsage`` are averages
+over the aggregate window (default 300 s, min 60 s); ``aggregatedNodeUsages``/``aggregatedSystemUsages``
+hold avg/p50/p90/p95/p99 for every configured duration (default 5m, 10m, 30m) and are left empty while
+the samples span less than half the duration (cold start); ``podsMetric`` is sorted by namespace then
+name with the koord priority class and QoS of each pod. cpu is written as milli-cores
+(``NewMilliQuantity``), memory in bytes (``NewQuantity(BinarySI)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import orjson
+import yaml
+from pydantic import ValidationError
+
+from agent.metriccache import AGGREGATIONS, MetricCache
+from agent.qos.context import NODE_CPU, NODE_MEMORY, SYS_CPU, SYS_MEMORY, pod_cpu_key, pod_memory_key
+from agent.states.pods import PodMeta
+from app.api.kinds import KINDS
+from app.api.quantity import format_resource_list
+from app.api.slo import NodeMetric
+from app.api.timeparse import format_time
+from app.sources.kubernetes import _close, _request, _status_message
+
+log = logging.getLogger("agent.reporter")
+
+DEFAULT_AGGREGATE_SECONDS = 300
+MIN_AGGREGATE_SECONDS = 60
+DEFAULT_REPORT_SECONDS = 60
+MIN_REPORT_SECONDS = 30
+DEFAULT_DURATIONS = ("5m0s", "10m0s", "30m0s")
+VALIDATE_TIME_RANGE_RATIO = 0.5
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class ReportError(Exception):
+    """A report could not be built or written; the message says why."""
+
+
+def go_duration_seconds(text: str) -> float:
+    """``"5m0s"`` -> 300.0.
+
+    Raises:
+        ValueError: not a Go duration.
+    """
+    parts = _DURATION_PART.findall(text or "")
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"invalid duration {text!r}")
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+@dataclass(slots=True)
+class CollectPolicy:
+    """The NodeMetric ``spec.metricCollectPolicy`` as the agent applies it (seconds; durations as given)."""
+
+    aggregate_seconds: int = DEFAULT_AGGREGATE_SECONDS
+    report_seconds: int = DEFAULT_REPORT_SECONDS
+    durations: tuple[str, ...] = DEFAULT_DURATIONS
+    memory_policy: str = "usageWithoutPageCache"
+
+    @classmethod
+    def from_node_metric(cls, obj: dict[str, Any] | None, *, min_report: int = MIN_REPORT_SECONDS) -> CollectPolicy:
+        """Read the spec (missing parts: defaults; aggregate at least 60 s, report at least ``min_report`` s)."""
+        spec = (obj or {}).get("spec") or {}
+        policy = spec.get("metricCollectPolicy") or {} if isinstance(spec, dict) else {}
+        agg = policy.get("aggregateDurationSeconds")
+        rep = policy.get("reportIntervalSeconds")
+        durations = ((policy.get("nodeAggregatePolicy") or {}).get("durations")) or list(DEFAULT_DURATIONS)
+        valid = []
+        for d in durations:
+            try:
+                go_duration_seconds(str(d))
+                valid.append(str(d))
+            except ValueError:
+                log.warning("ignoring aggregate duration %r", d)
+        return cls(
+            aggregate_seconds=max(int(agg), MIN_AGGREGATE_SECONDS)
+            if isinstance(agg, int)
+            else DEFAULT_AGGREGATE_SECONDS,
+            report_seconds=max(int(rep), min_report) if isinstance(rep, int) else DEFAULT_REPORT_SECONDS,
+            durations=tuple(valid),
+            memory_policy=str(policy.get("nodeMemoryCollectPolicy") or "usageWithoutPageCache"),
+        )
+
+    def spec(self) -> dict[str, Any]:
+        """The ``metricCollectPolicy`` object for a NodeMetric the agent creates."""
+        return {
+            "metricCollectPolicy": {
+                "aggregateDurationSeconds": self.aggregate_seconds,
+                "reportIntervalSeconds": self.report_seconds,
+                "nodeAggregatePolicy": {"durations": list(self.durations)},
+                "nodeMemoryCollectPolicy": self.memory_policy,
+            }
+        }
+
+
+def _usage(
+    cache: MetricCache, cpu_key: str, mem_key: str, start: float, end: float, how: str, cold: float
+) -> dict[str, Any]:
+    cpu = cache.aggregate(cpu_key, start, end, how)
+    mem = cache.aggregate(mem_key, start, end, how)
+    if cpu is None or mem is None or (cold > 0 and cpu.span < cold):
+        return {}
+    return {"resources": format_resource_list({"cpu": int(cpu.value * 1000), "memory": int(mem.value)})}
+
+
+def _aggregated(
+    cache: MetricCache, cpu_key: str, mem_key: str, now: float, durations: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    out = []
+    for d in durations:
+        seconds = go_duration_seconds(d)
+        usage = {
+            how: _usage(cache, cpu_key, mem_key, now - seconds, now, how, seconds * VALIDATE_TIME_RANGE_RATIO)
+            for how in ("avg", *AGGREGATIONS)
+        }
+        out.append({"usage": usage, "duration": d})
+    return out
+
+
+def build_status(cache: MetricCache, pods: list[PodMeta], now: float, policy: CollectPolicy) -> dict[str, Any] | None:
+    """The NodeMetric ``status`` at ``now``, or None before the first node sample (upstream skips that round)."""
+    start = now - policy.aggregate_seconds
+    node_usage = _usage(cache, NODE_CPU, NODE_MEMORY, start, now, "avg", 0)
+    if not node_usage:
+        return None
+    pods_metric = []
+    for pod in pods:
+        usage = _usage(cache, pod_cpu_key(pod.uid), pod_memory_key(pod.uid), start, now, "avg", 0)
+        if not usage:
+            continue
+        pods_metric.append(
+            {
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "podUsage": usage,
+                "priority": pod.priority_class.value,
+                "qos": pod.qos.value,
+            }
+        )
+    pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
+    return {
+        "updateTime": format_time(now),
+        "nodeMetric": {
+            "nodeUsage": node_usage,
+            "aggregatedNodeUsages": _aggregated(cache, NODE_CPU, NODE_MEMORY, now, policy.durations),
+            "systemUsage": _usage(cache, SYS_CPU, SYS_MEMORY, start, now, "avg", 0),
+            "aggregatedSystemUsages": _aggregated(cache, SYS_CPU, SYS_MEMORY, now, policy.durations),
+        },
+        "podsMetric": pods_metric,
+        "hostApplicationMetric": [],
+    }
+
+
+def node_metric_object(node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """A whole NodeMetric, checked against the NodeMetric model.
+
+    Raises:
+        ReportError: the object does not validate.
+    """
+    obj = {
+        "apiVersion": KINDS["NodeMetric"].api_version,
+        "kind": "NodeMetric",
+        "metadata": {"name": node_name},
+        "spec": spec,
+        "status": status,
+    }
+    try:
+        NodeMetric.model_validate(obj)
+    except ValidationError as exc:
+        raise ReportError(f"NodeMetric {node_name} does not validate: {exc}") from None
+    return obj
+
+
+class MetricWriter(ABC):
+    """Delivers a NodeMetric report."""
+
+    @abstractmethod
+    def write(self, node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        """Write the report.
+
+        Raises:
+            ReportError: it could not be written.
+        """
+
+
+class FileMetricWriter(MetricWriter):
+    """Embedded mode: ``<dir>/nodemetric-<node>.yaml``, written to a temp file then ``os.replace``d."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, node_name: str) -> Path:
+        """The file of ``node_name``'s NodeMetric."""
+        return self.directory / f"nodemetric-{node_name}.yaml"
+
+    def write(self, node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        """Atomically replace the NodeMetric file (readers never see a partial file)."""
+        obj = node_metric_object(node_name, spec, status)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".nodemetric-", suffix=".tmp", dir=self.directory)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    yaml.safe_dump(obj, f, sort_keys=False)
+                os.replace(tmp, self.path(node_name))
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise ReportError(f"cannot write {self.path(node_name)}: {exc}") from None
+
+
+class APIMetricWriter(MetricWriter):
+    """Kubernetes mode: GET the NodeMetric (create it when missing), then PUT ``/status`` with its
+    resourceVersion; a 409 conflict is retried once (``RetryOnConflict``)."""
+
+    def __init__(self, api: kubernetes.client.ApiClient) -> None:
+        self.api = api
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        try:
+            resp = _request(self.api, method, path, body=body, timeout=(5.0, 30.0))
+        except Exception as exc:  # urllib3/OS errors
+            raise ReportError(f"{method} {path}: {exc}") from None
+        try:
+            status, data = int(resp.status), resp.data
+        finally:
+            _close(resp)
+        if status != 404 and status != 409 and not 200 <= status < 300:
+            raise ReportError(f"{method} {path}: HTTP {status}: {_status_message(status, data)}")
+        return status, (orjson.loads(data) if data and 200 <= status < 300 else None)
+
+    def write(self, node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> None:
+        """Update the status subresource (creating the NodeMetric first if needed)."""
+        node_metric_object(node_name, spec, status)
+        collection = KINDS["NodeMetric"].collection_path(None)
+        path = f"{collection}/{node_name}"
+        for _attempt in range(2):
+            code, current = self._call("GET", path)
+            if code == 404:
+                body = {
+                    "apiVersion": KINDS["NodeMetric"].api_version,
+                    "kind": "NodeMetric",
+                    "metadata": {"name": node_name},
+                    "spec": spec,
+                }
+                code, current = self._call("POST", collection, body)
+                if code == 409:
+                    continue
+            if not isinstance(current, dict):
+                raise ReportError(f"GET {path}: no object")
+            updated = {**current, "status": status}
+            code, _ = self._call("PUT", f"{path}/status", updated)
+            if code == 409:
+                continue
+            if code == 404:
+                raise ReportError(f"PUT {path}/status: not found")
+            return
+        raise ReportError(f"NodeMetric {node_name}: conflict persisted")
+
+
+def now() -> float:
+    """Wall-clock epoch seconds (patched in tests)."""
+    return time.time()

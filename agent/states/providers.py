@@ -1,0 +1,196 @@
+"""Where the agent learns what runs on its node: the embedded cluster files, the API server, or the kubelet.
+
+Follows upstream ``pkg/koordlet/statesinformer/impl`` (``states_pods.go`` reads the kubelet's
+``/pods``; ``states_node.go``, ``states_nodeslo.go``, ``states_nodemetric.go`` watch the API server
+with a ``metadata.name`` field selector). Providers are synchronous and polled by the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import urllib.request
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import orjson
+
+from app.api.kinds import KINDS
+from app.sources.files import SourceError, files_under, load_objects
+from app.sources.kubernetes import _close, _request, _status_message
+
+log = logging.getLogger("agent.states")
+
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+SERVICE_ACCOUNT_CA = Path("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+
+
+class StatesError(Exception):
+    """The states could not be fetched; the message names the source and the reason."""
+
+
+class StatesProvider(ABC):
+    """The node's pods, Node, NodeSLO and NodeMetric, refreshed on demand.
+
+    Attributes:
+        pods: raw pod objects with ``spec.nodeName`` == the node.
+        node: the Node object, None when unknown (capacity then comes from the machine).
+        node_slo: the NodeSLO named after the node, None when absent (defaults apply).
+        node_metric: the NodeMetric named after the node (its spec drives reporting), None when absent.
+    """
+
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
+        self.pods: list[dict[str, Any]] = []
+        self.node: dict[str, Any] | None = None
+        self.node_slo: dict[str, Any] | None = None
+        self.node_metric: dict[str, Any] | None = None
+
+    @abstractmethod
+    def refresh(self) -> bool:
+        """Fetch again; True when anything changed.
+
+        Raises:
+            StatesError: the source could not be read (the previous states are kept).
+        """
+
+    @property
+    @abstractmethod
+    def description(self) -> str:
+        """``files:<path>``, ``apiserver:<host>`` or ``kubelet:<url>``."""
+
+
+class FileStates(StatesProvider):
+    """The embedded mode: the same cluster files the scheduler service reads, re-read when they change."""
+
+    def __init__(self, node_name: str, cluster: Path) -> None:
+        super().__init__(node_name)
+        self.cluster = Path(cluster)
+        self._state: tuple[tuple[str, float, int], ...] | None = None
+
+    @property
+    def description(self) -> str:
+        """``files:<path>``."""
+        return f"files:{self.cluster}"
+
+    def _snapshot(self) -> tuple[tuple[str, float, int], ...]:
+        out = []
+        for p in files_under(self.cluster):
+            st = p.stat()
+            out.append((str(p), st.st_mtime, st.st_size))
+        return tuple(out)
+
+    def refresh(self) -> bool:
+        """Reload when a file changed (mtime/size); the pods are those bound to this node."""
+        try:
+            state = self._snapshot()
+            if state == self._state:
+                return False
+            objects = load_objects(self.cluster)
+        except (SourceError, OSError) as exc:
+            raise StatesError(f"{self.description}: {exc}") from None
+        self._state = state
+        self.pods = [
+            p for p in objects.get("Pod", {}).values() if (p.get("spec") or {}).get("nodeName") == self.node_name
+        ]
+        self.node = objects.get("Node", {}).get(self.node_name)
+        self.node_slo = objects.get("NodeSLO", {}).get(self.node_name)
+        self.node_metric = objects.get("NodeMetric", {}).get(self.node_name)
+        return True
+
+
+def _get_json(api: kubernetes.client.ApiClient, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+    """GET ``path``; None on 404; the parsed body on 2xx.
+
+    Raises:
+        StatesError: any other answer or no answer.
+    """
+    try:
+        resp = _request(api, "GET", path, query=query, timeout=(5.0, 30.0))
+    except Exception as exc:  # urllib3/OS errors, ApiException
+        raise StatesError(f"GET {path}: {exc}") from None
+    try:
+        status, data = int(resp.status), resp.data
+    finally:
+        _close(resp)
+    if status == 404:
+        return None
+    if not 200 <= status < 300:
+        raise StatesError(f"GET {path}: HTTP {status}: {_status_message(status, data)}")
+    return orjson.loads(data) if data else None
+
+
+def _fill_kind(items: list[Any], kind: str, api_version: str) -> list[dict[str, Any]]:
+    return [{"kind": kind, "apiVersion": api_version, **i} for i in items if isinstance(i, dict)]
+
+
+class APIServerStates(StatesProvider):
+    """Pods from the API server (``fieldSelector=spec.nodeName=<node>``), or from the kubelet's ``/pods``
+    when ``kubelet_url`` is given; Node, NodeSLO and NodeMetric from the API server by name.
+
+    Args:
+        api: an API client (``load_configuration`` of :mod:`app.sources.kubernetes`).
+        kubelet_url: e.g. ``https://127.0.0.1:10250``; the request carries the service-account token
+            (``kubelet_token``) and verifies with ``kubelet_ca`` unless ``kubelet_insecure``.
+    """
+
+    def __init__(
+        self,
+        node_name: str,
+        api: kubernetes.client.ApiClient,
+        *,
+        kubelet_url: str | None = None,
+        kubelet_token: Path | None = SERVICE_ACCOUNT_TOKEN,
+        kubelet_ca: Path | None = SERVICE_ACCOUNT_CA,
+        kubelet_insecure: bool = False,
+    ) -> None:
+        super().__init__(node_name)
+        self.api = api
+        self.kubelet_url = kubelet_url.rstrip("/") if kubelet_url else None
+        self.kubelet_token = kubelet_token
+        self.kubelet_ca = kubelet_ca
+        self.kubelet_insecure = kubelet_insecure
+
+    @property
+    def description(self) -> str:
+        """``apiserver:<host>`` (+ ``kubelet:<url>``)."""
+        host = self.api.configuration.host
+        return f"apiserver:{host}" + (f" kubelet:{self.kubelet_url}" if self.kubelet_url else "")
+
+    def _kubelet_pods(self) -> list[dict[str, Any]]:
+        assert self.kubelet_url is not None
+        req = urllib.request.Request(f"{self.kubelet_url}/pods", headers={"Accept": "application/json"})
+        if self.kubelet_token is not None and self.kubelet_token.is_file():
+            req.add_header("Authorization", f"Bearer {self.kubelet_token.read_text().strip()}")
+        ctx: ssl.SSLContext | None = None
+        if self.kubelet_url.startswith("https"):
+            ctx = ssl.create_default_context()
+            if self.kubelet_insecure:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            elif self.kubelet_ca is not None and self.kubelet_ca.is_file():
+                ctx.load_verify_locations(str(self.kubelet_ca))
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+                body = json.loads(resp.read())
+        except (OSError, ValueError) as exc:
+            raise StatesError(f"kubelet {self.kubelet_url}/pods: {exc}") from None
+        return _fill_kind(body.get("items") or [], "Pod", "v1") if isinstance(body, dict) else []
+
+    def refresh(self) -> bool:
+        """Fetch pods, Node, NodeSLO and NodeMetric; True when anything differs from the last fetch."""
+        before = (self.pods, self.node, self.node_slo, self.node_metric)
+        if self.kubelet_url:
+            pods = self._kubelet_pods()
+        else:
+            body = _get_json(self.api, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={self.node_name}")])
+            pods = _fill_kind((body or {}).get("items") or [], "Pod", "v1")
+        self.pods = [p for p in pods if (p.get("spec") or {}).get("nodeName") in (None, "", self.node_name)]
+        self.node = _get_json(self.api, f"/api/v1/nodes/{self.node_name}")
+        slo, metric = KINDS["NodeSLO"], KINDS["NodeMetric"]
+        self.node_slo = _get_json(self.api, f"{slo.collection_path(None)}/{self.node_name}")
+        self.node_metric = _get_json(self.api, f"{metric.collection_path(None)}/{self.node_name}")
+        return before != (self.pods, self.node, self.node_slo, self.node_metric)

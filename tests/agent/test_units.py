@@ -1,0 +1,367 @@
+"""Agent pieces without real cgroups: layout, executor on fake trees, upstream formulas, reporting, CLI."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from agent.cgroups import CgroupDriver, CgroupLayout, CgroupPathError, CgroupVersion, format_cpuset, parse_cpuset
+from agent.collectors.node import ProcessorInfo
+from agent.daemon import parse_feature_gates
+from agent.evictor import APIEvictor
+from agent.executor import CgroupExecutor, CgroupWrite
+from agent.metriccache import MetricCache, percentile
+from agent.qos.cpuset_picker import pick_cpus
+from agent.qos.cpusuppress import calculate_suppress, cfs_quota_target
+from agent.qos.evict import cpu_to_release, memory_to_release, satisfaction_config_error, sort_be_by_memory
+from agent.qos.isolation import PAGE_SIZE, batch_cfs_quota, batch_cpu_shares, memory_qos_values
+from agent.reporter import APIMetricWriter, CollectPolicy, build_status
+from agent.states.nodeslo import merged_spec
+from agent.states.pods import pod_meta
+from agent.states.providers import APIServerStates
+from app.cli.main import cli
+
+
+def v2_tree(tmp_path: Path) -> CgroupLayout:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cgroup.controllers").write_text("cpu memory cpuset")
+    be = tmp_path / "kubepods" / "besteffort"
+    be.mkdir(parents=True)
+    (be / "cpu.weight").write_text("100")
+    (be / "cpu.max").write_text("max 100000")
+    (be / "memory.max").write_text("max")
+    return CgroupLayout.detect(tmp_path, "kubepods")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def cgroup_write(self, resource: str, result: str) -> None:
+        self.seen.append((resource, result))
+
+
+# -- layout ----------------------------------------------------------------------------------------
+
+
+def test_layout_detects_v1_and_v2_and_names_dirs_as_the_kubelet(tmp_path: Path) -> None:
+    (tmp_path / "v1" / "cpu").mkdir(parents=True)
+    v1 = CgroupLayout.detect(tmp_path / "v1", "kubepods")
+    assert (v1.version, v1.driver) == (CgroupVersion.V1, CgroupDriver.CGROUPFS)
+    assert v1.pod_dir("abc-1", "BestEffort") == "kubepods/besteffort/podabc-1"
+    assert v1.pod_dir("abc-1", "Guaranteed") == "kubepods/podabc-1"
+    assert (
+        v1.file_path("cpu.cfs_quota_us", "kubepods/burstable")
+        == tmp_path / "v1/cpu/kubepods/burstable/cpu.cfs_quota_us"
+    )
+    sd = CgroupLayout.detect(tmp_path / "v1", "kubepods.slice")
+    assert sd.driver == CgroupDriver.SYSTEMD
+    assert sd.pod_dir("ab-12", "Burstable") == (
+        "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podab_12.slice"
+    )
+    assert sd.container_dir("p", "containerd://0af") == "p/cri-containerd-0af.scope"
+    v2 = v2_tree(tmp_path / "v2")
+    assert v2.version == CgroupVersion.V2
+    assert v2.file_path("cpu.shares", "kubepods/besteffort") == tmp_path / "v2/kubepods/besteffort/cpu.weight"
+
+
+@pytest.mark.parametrize("uid", ["../../etc", "a/b", "", ".."])
+def test_a_uid_that_would_escape_the_root_is_rejected(tmp_path: Path, uid: str) -> None:
+    layout = CgroupLayout(root=tmp_path)
+    with pytest.raises(CgroupPathError):
+        layout.pod_dir(uid, "BestEffort")
+
+
+def test_dirs_outside_kubepods_and_bad_container_ids_are_rejected(tmp_path: Path) -> None:
+    layout = CgroupLayout(root=tmp_path)
+    with pytest.raises(CgroupPathError, match="outside"):
+        layout.dir_path("cpu", "kubepods/../system.slice")
+    with pytest.raises(CgroupPathError):
+        layout.container_dir("kubepods/podx", "docker://../../x")
+    with pytest.raises(CgroupPathError):
+        CgroupLayout.detect(tmp_path, "/abs")
+
+
+def test_cpuset_round_trip() -> None:
+    assert parse_cpuset("0-3,8, 10-11") == [0, 1, 2, 3, 8, 10, 11]
+    assert format_cpuset([5, 0, 1, 2, 8]) == "0-2,5,8"
+    with pytest.raises(ValueError):
+        parse_cpuset("3-1")
+
+
+# -- executor --------------------------------------------------------------------------------------
+
+
+def test_executor_maps_v2_names_and_values(tmp_path: Path) -> None:
+    layout = v2_tree(tmp_path)
+    rec = Recorder()
+    ex = CgroupExecutor(layout, recorder=rec)
+    be = "kubepods/besteffort"
+    assert ex.update(CgroupWrite("cpu.shares", be, "1024"))
+    assert (tmp_path / be / "cpu.weight").read_text() == str(1 + (1024 - 2) * 9999 // 262142)
+    assert ex.update(CgroupWrite("cpu.cfs_quota_us", be, "50000"))
+    assert (tmp_path / be / "cpu.max").read_text() == "50000"
+    assert ex.update(CgroupWrite("cpu.cfs_quota_us", be, "-1"))
+    assert (tmp_path / be / "cpu.max").read_text() == "max"
+    assert not ex.update(CgroupWrite("cpu.cfs_quota_us", be, "-1")), "unchanged values are skipped"
+    assert ("cpu.cfs_quota_us", "unchanged") in rec.seen
+
+
+@pytest.mark.parametrize(
+    ("resource", "value"),
+    [("cpu.shares", "1"), ("cpu.shares", "300000"), ("cpu.cfs_quota_us", "10"), ("cpuset.cpus", "x"), ("nope", "1")],
+)
+def test_executor_refuses_out_of_bounds_values(tmp_path: Path, resource: str, value: str) -> None:
+    layout = v2_tree(tmp_path)
+    rec = Recorder()
+    assert not CgroupExecutor(layout, recorder=rec).update(CgroupWrite(resource, "kubepods/besteffort", value))
+    assert rec.seen[-1][1] == "invalid"
+    assert (tmp_path / "kubepods/besteffort/cpu.weight").read_text() == "100"
+
+
+def test_executor_skips_missing_files_and_dirs_outside_and_honours_dry_run(tmp_path: Path) -> None:
+    layout = v2_tree(tmp_path)
+    rec = Recorder()
+    ex = CgroupExecutor(layout, recorder=rec, dry_run=True)
+    assert not ex.update(CgroupWrite("memory.low", "kubepods/besteffort", "10"))
+    assert not ex.update(CgroupWrite("cpu.shares", "../etc", "10"))
+    assert ex.update(CgroupWrite("memory.limit_in_bytes", "kubepods/besteffort", "1048576"))
+    assert (tmp_path / "kubepods/besteffort/memory.max").read_text() == "max", "dry-run writes nothing"
+    assert [r for _, r in rec.seen] == ["missing", "invalid", "dry_run"]
+    assert ex.planned[0].value == "1048576"
+
+
+# -- formulas (upstream test tables) -----------------------------------------------------------------
+
+
+def _pod(uid: str, qos: str, priority: int | None = None, name: str | None = None) -> Any:
+    return pod_meta(
+        {
+            "metadata": {
+                "uid": uid,
+                "name": name or uid,
+                "namespace": "ns",
+                "labels": {"koordinator.sh/qosClass": qos},
+            },
+            "spec": {"priority": priority, "containers": [{"name": "c"}]},
+            "status": {"qosClass": "BestEffort" if qos == "BE" else "Burstable"},
+        },
+        None,
+    )
+
+
+def test_suppress_formula_matches_upstream() -> None:
+    """calculateBESuppressCPU: 96 cores at 70 %, node 40 used, LS 20, BE 10 -> system 10, 67200 - 20000 - 10000."""
+    pods = [_pod("ls", "LS"), _pod("be", "BE")]
+    suppress, ls = calculate_suppress(96_000, 40.0, {"ls": 20.0, "be": 10.0}, pods, 70, None, 0)
+    assert (suppress, ls) == (96_000 * 70 // 100 - 20_000 - 10_000, 20.0)
+    suppress, _ = calculate_suppress(96_000, 40.0, {"ls": 20.0, "unknown": 5.0}, pods, 70, None, 12_000)
+    assert suppress == 67_200 - 25_000 - 15_000, "unknown pods count as LS, system is max(..., reserved)"
+    suppress, _ = calculate_suppress(4_000, 4.0, {"ls": 4.0}, pods, 65, 10, 0)
+    assert suppress == 400, "cpuSuppressMinPercent floors the target"
+
+
+def test_cfs_quota_steps() -> None:
+    assert cfs_quota_target(-500, 100_000, 2_000) == 2000, "floor 2000 even for a tiny delta"
+    assert cfs_quota_target(1_000, 99_000, 2_000) is None, "|delta| < 1% of capacity: bypass"
+    assert cfs_quota_target(2_000, 100_000, 2_000) == 120_000, "increase limited to 10% of capacity per round"
+    assert cfs_quota_target(2_000, -1, 2_000) == 200_000, "first set is not limited"
+
+
+def test_cpuset_picker_pairs_ht_siblings_first() -> None:
+    procs = [ProcessorInfo(c, c % 4, 0, 0) for c in range(8)]  # cpu c and c+4 are siblings
+    assert sorted(pick_cpus(4, procs)) == [0, 1, 4, 5]
+    assert sorted(pick_cpus(3, procs)) == [0, 1, 4]
+    assert pick_cpus(9, procs) == []
+
+
+def test_memory_evict_release_and_order() -> None:
+    gi = 1 << 30
+    assert memory_to_release(75 * gi // 100, gi, 70, None) == gi * (75 - 68) // 100
+    assert memory_to_release(69 * gi // 100, gi, 70, None) == 0
+    pods = [_pod("a", "BE", 5000), _pod("b", "BE", 5000), _pod("c", "BE", 4000), _pod("d", "BE", 5000)]
+    ordered = sort_be_by_memory(pods, {"a": 10.0, "b": 20.0, "c": 1.0})
+    assert [p.uid for p in ordered] == ["c", "b", "a", "d"]
+
+
+def test_cpu_evict_satisfaction() -> None:
+    assert satisfaction_config_error(None, 80) is not None
+    assert "must (0,60]" in (satisfaction_config_error(61, 80) or "")
+    assert (
+        satisfaction_config_error(40, 30)
+        == "CPUEvictBESatisfactionUpperPercent(30) < CPUEvictBESatisfactionLowerPercent(40)"
+    )
+    assert satisfaction_config_error(40, 80) is None
+    assert cpu_to_release(10_000, 3_000, 40, 80) == 5_000
+    assert cpu_to_release(10_000, 5_000, 40, 80) == 0
+
+
+def test_batch_and_memory_qos_values() -> None:
+    assert [batch_cpu_shares(v) for v in (0, 1, 1000, 500_000)] == [2, 2, 1024, 262144]
+    assert [batch_cfs_quota(v) for v in (None, 0, 5, 2000)] == [-1, -1, 1000, 200_000]
+    gi = 1 << 30
+    assert memory_qos_values(gi, 2 * gi, 100, 0, 80) == (gi, gi, (gi + gi * 80 // 100) // PAGE_SIZE * PAGE_SIZE)
+    assert memory_qos_values(gi, 2 * gi, 0, 50, 0) == (0, gi // 2, -1)
+
+
+def test_percentile_and_bounded_cache() -> None:
+    values = np.arange(1, 101, dtype=float)
+    assert percentile(values, 0.9) == 90.0 and percentile(values, 0.5) == 50.0 and percentile(values[:1], 0.5) == 1.0
+    cache = MetricCache(1.0, 10)
+    for t in range(100):
+        cache.append("k", float(t), float(t))
+    agg = cache.aggregate("k", 0, 100)
+    assert agg is not None and agg.count == 14, "retention bounds the series"
+
+
+def test_nodeslo_defaults_and_malformed_specs() -> None:
+    spec = merged_spec(None)
+    assert spec.resource_used_threshold_with_be is not None
+    assert spec.resource_used_threshold_with_be.cpu_suppress_threshold_percent == 65
+    assert spec.resource_used_threshold_with_be.cpu_suppress_policy == "cpuset"
+    over = merged_spec({"spec": {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressThresholdPercent": 50}}})
+    assert over.resource_used_threshold_with_be is not None
+    assert (over.resource_used_threshold_with_be.enable, over.resource_used_threshold_with_be.cpu_suppress_policy) == (
+        True,
+        "cpuset",
+    )
+    bad = merged_spec({"spec": {"resourceUsedThresholdWithBE": {"cpuSuppressThresholdPercent": "lots"}}})
+    assert bad.resource_used_threshold_with_be is not None
+    assert bad.resource_used_threshold_with_be.cpu_suppress_threshold_percent == 65
+
+
+def test_feature_gates() -> None:
+    assert parse_feature_gates("BEMemoryEvict=true,BECPUSuppress=false") == {"BEMemoryEvict"}
+    with pytest.raises(ValueError, match="invalid feature gate"):
+        parse_feature_gates("Nope=true")
+
+
+def test_status_skips_cold_aggregates() -> None:
+    cache = MetricCache(1.0, 2000)
+    for t in range(120):
+        cache.append("node_cpu", 1000.0 + t, 1.5)
+        cache.append("node_memory", 1000.0 + t, 1 << 30)
+    status = build_status(cache, [], 1119.0, CollectPolicy())
+    assert status is not None
+    assert status["nodeMetric"]["nodeUsage"]["resources"] == {"cpu": "1500m", "memory": "1Gi"}
+    agg = status["nodeMetric"]["aggregatedNodeUsages"]
+    assert agg[0]["duration"] == "5m0s" and agg[0]["usage"]["p90"] == {}, "119 s of samples < half of 5 m"
+
+
+# -- Kubernetes mode against a fake API server --------------------------------------------------------------
+
+
+class FakeAPI:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, Any]] = []
+        self.objects: dict[str, dict[str, Any]] = {}
+
+
+@pytest.fixture
+def fake_api() -> Iterator[tuple[FakeAPI, kubernetes.client.ApiClient]]:
+    state = FakeAPI()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code: int, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _body(self) -> Any:
+            n = int(self.headers.get("Content-Length") or 0)
+            return json.loads(self.rfile.read(n)) if n else None
+
+        def do_GET(self) -> None:
+            state.requests.append(("GET", self.path, None))
+            path = self.path.split("?")[0]
+            if path == "/api/v1/pods":
+                pod = {"metadata": {"name": "p", "namespace": "d", "uid": "u1"}, "spec": {"nodeName": "n1"}}
+                self._send(200, {"items": [pod]})
+            elif path in state.objects:
+                self._send(200, state.objects[path])
+            else:
+                self._send(404, {"kind": "Status", "message": "not found"})
+
+        def do_POST(self) -> None:
+            body = self._body()
+            state.requests.append(("POST", self.path, body))
+            if self.path.endswith("/nodemetrics"):
+                obj = {**body, "metadata": {**body["metadata"], "resourceVersion": "1"}}
+                state.objects[f"{self.path}/{body['metadata']['name']}"] = obj
+                self._send(201, obj)
+            elif self.path.endswith("/eviction") and "pdb" in self.path:
+                self._send(
+                    429,
+                    {"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget."},
+                )
+            else:
+                self._send(201, body)
+
+        def do_PUT(self) -> None:
+            body = self._body()
+            state.requests.append(("PUT", self.path, body))
+            self._send(200, body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    cfg = kubernetes.client.Configuration()
+    cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state, kubernetes.client.ApiClient(cfg)
+    finally:
+        server.shutdown()
+
+
+def test_api_writer_creates_the_nodemetric_then_updates_its_status(fake_api: tuple[FakeAPI, Any]) -> None:
+    state, api = fake_api
+    status = {"updateTime": "2026-01-01T00:00:00Z", "nodeMetric": {"nodeUsage": {"resources": {"cpu": "1"}}}}
+    APIMetricWriter(api).write("n1", CollectPolicy().spec(), status)
+    methods = [(m, p) for m, p, _ in state.requests]
+    base = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+    assert methods == [("GET", f"{base}/n1"), ("POST", base), ("PUT", f"{base}/n1/status")]
+    put = state.requests[-1][2]
+    assert put["status"] == status and put["metadata"]["resourceVersion"] == "1"
+
+
+def test_api_states_and_evictor(fake_api: tuple[FakeAPI, Any]) -> None:
+    state, api = fake_api
+    states = APIServerStates("n1", api)
+    assert states.refresh()
+    assert [p["metadata"]["name"] for p in states.pods] == ["p"] and states.node_slo is None
+    assert ("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1", None) in state.requests
+    ev = APIEvictor("n1", api)
+    be = pod_meta({"metadata": {"name": "p", "namespace": "d", "uid": "u1"}}, None)
+    assert ev.evict(be, "trigger by koordlet feature BEMemoryEvict")
+    eviction = next(b for m, p, b in state.requests if p.endswith("/eviction"))
+    assert eviction["deleteOptions"] == {"preconditions": {"uid": "u1"}}
+    assert any(p == "/api/v1/namespaces/d/events" for _, p, _ in state.requests)
+    blocked = pod_meta({"metadata": {"name": "pdb", "namespace": "d", "uid": "u2"}}, None)
+    assert not ev.evict(blocked, "x"), "a PDB refusal (429) is reported, not raised"
+
+
+# -- CLI ------------------------------------------------------------------------------------------------
+
+
+def test_cli_rejects_bad_options(tmp_path: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(cli, ["agent", "--node-name", "n", "--feature-gates", "Bogus=true", "--cluster", str(tmp_path)])
+    assert res.exit_code == 2 and "invalid feature gate" in res.output
+    res = runner.invoke(cli, ["agent", "--node-name", "n", "--kubepods", "../x", "--cluster", str(tmp_path)])
+    assert res.exit_code == 2 and "kubepods" in res.output
+    res = runner.invoke(cli, ["agent", "--node-name", "n", "--cluster", str(tmp_path / "missing")])
+    assert res.exit_code == 2 and "no such file" in res.output
