@@ -48,6 +48,8 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("Node", "", "v1", "nodes", False),
         KindInfo("Pod", "", "v1", "pods", True),
         KindInfo("ConfigMap", "", "v1", "configmaps", True),
+        KindInfo("Namespace", "", "v1", "namespaces", False),
+        KindInfo("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
         KindInfo("NodeMetric", "slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
         KindInfo("NodeSLO", "slo.koordinator.sh", "v1alpha1", "nodeslos", False),
         KindInfo("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", False),

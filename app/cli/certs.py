@@ -1,10 +1,244 @@
-"""`koord certs`: write a self-signed CA and serving certificate (placeholder until its issue lands)."""
+"""``koord certs``: a self-signed CA and a serving certificate for the webhooks and the extender.
+
+For development and small clusters (production: cert-manager). Writes ``ca.crt``, ``ca.key``,
+``tls.crt``, ``tls.key`` (PEM, keys mode 0600) into ``--out-dir``. An existing CA in that directory
+is reused, so renewing the serving certificate keeps every ``caBundle`` valid; the running service
+picks the new certificate up without restart (:mod:`app.server.tls`). With ``--patch-webhooks``
+(Kubernetes mode) the CA is written into ``clientConfig.caBundle`` of every webhook of the
+Mutating/ValidatingWebhookConfigurations named, as upstream's manager does
+(``pkg/webhook/util/controller``).
+"""
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+#: Upstream's webhook configuration names (``config/webhook/manifests.yaml`` of koord-manager).
+MUTATING_CONFIGURATION = "koord-mutating-webhook-configuration"
+VALIDATING_CONFIGURATION = "koord-validating-webhook-configuration"
 
 
-def certs() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(2)
+class CertError(Exception):
+    """Certificates cannot be written or the webhook configurations cannot be patched; the message says why."""
+
+
+def dns_names(service: str, namespace: str) -> list[str]:
+    """The serving certificate's DNS SANs: every name the API server and kube-scheduler may dial."""
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        "localhost",
+    ]
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def new_ca(
+    common_name: str = "koordinator-py-ca", days: int = 3650
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A self-signed CA certificate (basicConstraints CA:true, keyCertSign) and its key."""
+    key = _key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def new_serving_cert(
+    ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, dns: list[str], ips: list[str], days: int
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A serving certificate (serverAuth) for ``dns`` and ``ips`` signed by ``ca``."""
+    key = _key()
+    now = dt.datetime.now(dt.UTC)
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+    sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns[0])]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
+def _write(path: Path, data: bytes, private: bool) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    if private:
+        os.chmod(tmp, 0o600)
+    os.replace(tmp, path)  # atomic: a reloading server never reads half a file
+
+
+def load_or_create_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey, bool]:
+    """The CA in ``out`` (``ca.crt``/``ca.key``) or a new one; the flag says whether it was created.
+
+    Raises:
+        CertError: the files exist but cannot be parsed.
+    """
+    crt, key = out / "ca.crt", out / "ca.key"
+    if crt.exists() and key.exists():
+        try:
+            ca = x509.load_pem_x509_certificate(crt.read_bytes())
+            ca_key = serialization.load_pem_private_key(key.read_bytes(), None)
+        except (ValueError, TypeError) as exc:
+            raise CertError(f"{crt} / {key}: not a PEM CA certificate and key: {exc}") from None
+        if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+            raise CertError(f"{key}: expected an EC private key")
+        return ca, ca_key, False
+    ca, ca_key = new_ca()
+    return ca, ca_key, True
+
+
+def write_certs(out: Path, service: str, namespace: str, ips: list[str], days: int) -> bytes:
+    """Write ``ca.crt``, ``ca.key`` (if new), ``tls.crt`` (leaf + CA chain) and ``tls.key``; return the CA PEM.
+
+    Raises:
+        CertError: ``out`` cannot be written or holds an unreadable CA.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        ca, ca_key, created = load_or_create_ca(out)
+        ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+        if created:
+            _write(out / "ca.key", _pem_key(ca_key), True)
+            _write(out / "ca.crt", ca_pem, False)
+        cert, key = new_serving_cert(ca, ca_key, dns_names(service, namespace), ips, days)
+        # Key first: a watcher that sees the new cert with the old key refuses the pair and retries.
+        _write(out / "tls.key", _pem_key(key), True)
+        _write(out / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), False)
+    except OSError as exc:
+        raise CertError(f"cannot write certificates to {out}: {exc.strerror or exc}") from None
+    return ca_pem
+
+
+def patch_ca_bundles(api_client: Any, ca_pem: bytes, mutating: str, validating: str) -> list[str]:
+    """Set ``clientConfig.caBundle`` of every webhook of both configurations (JSON patch); return what was patched.
+
+    Raises:
+        CertError: a configuration is missing or the API refused the patch.
+    """
+    from kubernetes.client import AdmissionregistrationV1Api
+    from kubernetes.client.rest import ApiException
+
+    api = AdmissionregistrationV1Api(api_client)
+    bundle = base64.b64encode(ca_pem).decode()
+    done = []
+    for kind, name, read, patch in (
+        (
+            "MutatingWebhookConfiguration",
+            mutating,
+            api.read_mutating_webhook_configuration,
+            api.patch_mutating_webhook_configuration,
+        ),
+        (
+            "ValidatingWebhookConfiguration",
+            validating,
+            api.read_validating_webhook_configuration,
+            api.patch_validating_webhook_configuration,
+        ),
+    ):
+        try:
+            current = read(name)
+            ops = [
+                {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
+                for i in range(len(current.webhooks or []))
+            ]
+            if ops:
+                patch(name, ops)
+        except ApiException as exc:
+            raise CertError(f"{kind} {name}: HTTP {exc.status}: {exc.reason}") from None
+        done.append(f"{kind}/{name} ({len(ops)} webhooks)")
+    return done
+
+
+def certs(
+    out_dir: Annotated[Path, typer.Option(help="Directory for ca.crt, ca.key, tls.crt, tls.key.")] = Path("certs"),
+    service: Annotated[str, typer.Option(help="Service name the certificate is for.")] = "koord-scheduler-extender",
+    namespace: Annotated[str, typer.Option(help="Namespace of the service.")] = "koordinator-system",
+    ip: Annotated[list[str] | None, typer.Option(help="IP SAN (repeatable).")] = None,
+    days: Annotated[int, typer.Option(help="Validity of the serving certificate, days.")] = 365,
+    patch_webhooks: Annotated[
+        bool, typer.Option(help="Write the CA into the webhook configurations' caBundle (Kubernetes mode).")
+    ] = False,
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="kubeconfig for --patch-webhooks (default: in-cluster/~/.kube).")
+    ] = None,
+    mutating_configuration: Annotated[
+        str, typer.Option(help="MutatingWebhookConfiguration name.")
+    ] = MUTATING_CONFIGURATION,
+    validating_configuration: Annotated[
+        str, typer.Option(help="ValidatingWebhookConfiguration name.")
+    ] = VALIDATING_CONFIGURATION,
+) -> None:
+    """Write a self-signed CA and serving certificate; optionally patch the webhook configurations' caBundle."""
+    ips = ip if ip is not None else ["127.0.0.1"]
+    if days <= 0:
+        typer.echo("error: --days must be positive", err=True)
+        raise typer.Exit(2)
+    try:
+        for value in ips:
+            ipaddress.ip_address(value)
+    except ValueError as exc:
+        typer.echo(f"error: --ip: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        ca_pem = write_certs(out_dir, service, namespace, ips, days)
+        typer.echo(f"wrote {out_dir}/tls.crt and tls.key for {', '.join(dns_names(service, namespace)[:3])}, ...")
+        if patch_webhooks:
+            import kubernetes.client
+
+            from app.sources.kubernetes import load_configuration
+
+            cfg = load_configuration(str(kubeconfig) if kubeconfig else None)
+            with kubernetes.client.ApiClient(cfg) as api_client:
+                for line in patch_ca_bundles(api_client, ca_pem, mutating_configuration, validating_configuration):
+                    typer.echo(f"patched caBundle of {line}")
+    except CertError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except Exception as exc:  # kubeconfig problems
+        if not patch_webhooks:
+            raise
+        typer.echo(f"error: cannot reach the API server: {exc}", err=True)
+        raise typer.Exit(1) from None

@@ -80,30 +80,44 @@ def scheduler(
     """Serve the kube-scheduler extender (filter/prioritize/preempt/bind), inspection API, health and metrics."""
     import uvicorn
 
-    from app.server.app import create_app
+    from app.server.app import BackgroundTask, create_app
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         ttl = parse_duration(assumed_pod_ttl)
     except ValueError as exc:
         _fail(f"--assumed-pod-ttl: {exc}")
+    from app.manager import run_embedded_controllers
+    from app.server.tls import CertReloader, TLSConfigError
+    from app.sources.files import FileSource
+
+    if (tls_cert_file is None) != (tls_private_key_file is None):
+        _fail("--tls-cert-file and --tls-private-key-file go together")
+    reloader = None
+    if tls_cert_file is not None and tls_private_key_file is not None:
+        try:
+            reloader = CertReloader(tls_cert_file, tls_private_key_file)  # reloaded on change, no restart
+        except TLSConfigError as exc:
+            _fail(str(exc))
+    else:
+        log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
     registry = default_registry()
     try:
         cfg = load_config(config, registry.names()) if config else default_config()
         source = choose_source(cluster, kubeconfig)
-        app = create_app(source, cfg, registry=registry, assumed_pod_ttl=ttl)
+        # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service.
+        background: list[BackgroundTask] = [run_embedded_controllers] if isinstance(source, FileSource) else []
+        if reloader is not None:
+            watcher = reloader
+            background.append(lambda _state: watcher.watch())
+        app = create_app(source, cfg, registry=registry, assumed_pod_ttl=ttl, background=background)
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
-    if (tls_cert_file is None) != (tls_private_key_file is None):
-        _fail("--tls-cert-file and --tls-private-key-file go together")
-    if tls_cert_file is None:
-        log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
     uvicorn.run(
         app,
         host=host,
         port=port,
-        ssl_certfile=str(tls_cert_file) if tls_cert_file else None,
-        ssl_keyfile=str(tls_private_key_file) if tls_private_key_file else None,
+        ssl_context_factory=(lambda _cfg, _default: reloader.context) if reloader is not None else None,
         log_level=log_level.lower(),
         access_log=False,
         http="httptools",

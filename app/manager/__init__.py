@@ -1,1 +1,21 @@
-"""The manager's controllers: NodeSLO and batch resources (koord-manager's slo-controller)."""
+"""The manager's controllers: NodeSLO and batch resources (koord-manager's slo-controller).
+
+- :mod:`app.manager.colocation` / :mod:`app.manager.sloconfig`: the ``slo-controller-config`` ConfigMap.
+- :mod:`app.manager.batch`: upstream's batch allocatable formula; :mod:`app.manager.inputs` reads its inputs.
+- :mod:`app.manager.controllers`: :class:`SLOControllers`, the reconcile loop over any Source.
+- :mod:`app.manager.cli`: ``koord manager`` (leader election on a Lease).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.server.state import ServiceState
+
+
+async def run_embedded_controllers(state: ServiceState) -> None:
+    """Background task of the service in embedded mode: the controllers on the service's own cache and source."""
+    from app.manager.controllers import SLOControllers
+
+    await SLOControllers(state.cache, state.source, registry=state.metrics.registry).run()

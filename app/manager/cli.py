@@ -1,10 +1,149 @@
-"""`koord manager`: the manager controllers (NodeSLO, batch resources) (placeholder until its issue lands)."""
+"""``koord manager``: the slo-controller (NodeSLO and batch-resource controllers) as its own process.
+
+In a cluster several replicas may run; one is active at a time through leader election on the
+Lease ``--lease-name`` in ``--lease-namespace`` (the ``kubernetes`` package's ``leaderelection``,
+client-go's Lease semantics: lease duration 15 s, renew deadline 10 s, retry period 2 s by
+default, as controller-runtime). The informer cache warms up before leadership is won; the
+controllers start once it is. Losing the lease ends the process (exit code 1), as upstream's
+manager does, so a restart rejoins the election cleanly.
+
+``--cluster PATH`` runs the controllers on cluster files instead (no election; the writes stay in
+memory), which is what the service does on its own in embedded mode.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
+log = logging.getLogger("koord.manager")
 
-def manager() -> None:
-    """Not implemented yet."""
-    raise typer.Exit(2)
+#: Kinds the controllers read (ConfigMaps only in koordinator-system).
+MANAGER_KINDS = ("Node", "Pod", "NodeMetric", "NodeSLO", "ConfigMap")
+
+
+def _elect(
+    api_client: object,
+    name: str,
+    namespace: str,
+    identity: str,
+    durations: tuple[int, int, int],
+    on_started: threading.Event,
+    on_stopped: threading.Event,
+) -> None:
+    """Run client-go style leader election in this (daemon) thread until leadership is lost."""
+    from kubernetes import client
+    from kubernetes.leaderelection import electionconfig, leaderelection
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    lock = LeaseLock(name, namespace, identity)
+    lock.api_instance = client.CoordinationV1Api(api_client)
+    lease, renew, retry = durations
+
+    def lead() -> None:
+        on_started.set()
+        on_stopped.wait()  # keep "leading" until the process ends or leadership is lost
+
+    config = electionconfig.Config(lock, lease, renew, retry, lead, on_stopped.set)
+    leaderelection.LeaderElection(config).run()
+    on_stopped.set()
+
+
+async def _run(
+    cluster: Path | None,
+    kubeconfig: Path | None,
+    leader_elect: bool,
+    lease_name: str,
+    lease_namespace: str,
+    identity: str,
+    durations: tuple[int, int, int],
+) -> int:
+    from app.cache.snapshot import ClusterCache
+    from app.manager.controllers import SLOControllers
+    from app.sources.base import Source
+    from app.sources.files import FileSource
+    from app.sources.kubernetes import KubernetesSource
+
+    source: Source
+    if cluster is not None:
+        source, leader_elect = FileSource(cluster), False
+    else:
+        in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        source = KubernetesSource(
+            MANAGER_KINDS, kubeconfig=str(kubeconfig) if kubeconfig else None, in_cluster=in_cluster
+        )
+    cache = ClusterCache()
+    controllers = SLOControllers(cache, source)
+    await source.start(cache)
+    started, stopped = threading.Event(), threading.Event()
+    if leader_elect:
+        assert isinstance(source, KubernetesSource)
+        threading.Thread(
+            target=_elect,
+            args=(source._api, lease_name, lease_namespace, identity, durations, started, stopped),
+            name="leader-election",
+            daemon=True,
+        ).start()
+        log.info("%s is waiting for the Lease %s/%s", identity, lease_namespace, lease_name)
+        while not started.is_set():
+            if stopped.is_set():
+                return 1
+            await asyncio.sleep(0.2)
+        log.info("%s became the leader", identity)
+    task = asyncio.create_task(controllers.run())
+    try:
+        while not stopped.is_set() and not task.done():
+            await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        await source.stop()
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        raise task.exception()  # type: ignore[misc]
+    log.error("leadership lost: exiting")
+    return 1
+
+
+def manager(
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="kubeconfig (default: in-cluster, then ~/.kube/config).")
+    ] = None,
+    cluster: Annotated[Path | None, typer.Option(help="Cluster files instead of an API server (no election).")] = None,
+    leader_elect: Annotated[bool, typer.Option(help="Elect one active instance through a Lease.")] = True,
+    lease_name: Annotated[str, typer.Option(help="Name of the leader election Lease.")] = "koordinator-manager",
+    lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "koordinator-system",
+    lease_duration: Annotated[int, typer.Option(help="Seconds a lease is valid without renewal.")] = 15,
+    renew_deadline: Annotated[int, typer.Option(help="Seconds the leader retries renewing before giving up.")] = 10,
+    retry_period: Annotated[int, typer.Option(help="Seconds between election attempts.")] = 2,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+) -> None:
+    """Run the NodeSLO and batch-resource controllers (koord-manager's slo-controller)."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not (lease_duration > renew_deadline > 1.2 * retry_period >= 1.2):
+        typer.echo("error: need --lease-duration > --renew-deadline > 1.2 x --retry-period, all >= 1", err=True)
+        raise typer.Exit(2)
+    identity = os.environ.get("POD_NAME") or socket.gethostname()
+    try:
+        code = asyncio.run(
+            _run(
+                cluster,
+                kubeconfig,
+                leader_elect,
+                lease_name,
+                lease_namespace,
+                f"{identity}_{os.getpid()}",
+                (lease_duration, renew_deadline, retry_period),
+            )
+        )
+    except KeyboardInterrupt:
+        code = 0
+    except Exception as exc:  # configuration problems (no kubeconfig, unreadable files)
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)

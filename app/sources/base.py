@@ -25,7 +25,12 @@ WATCHED_KINDS: tuple[str, ...] = (
     "Device",
     "PodMigrationJob",
     "ClusterColocationProfile",
+    "Namespace",
+    "PriorityClass",
 )
+
+#: Kinds listed and watched in one namespace only (RBAC grants ConfigMaps in koordinator-system only).
+WATCH_NAMESPACES: dict[str, str] = {"ConfigMap": "koordinator-system"}
 
 
 class BindError(Exception):

@@ -43,7 +43,7 @@ import orjson
 from kubernetes.config.config_exception import ConfigException
 
 from app.api.kinds import KINDS, KindInfo
-from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError
+from app.sources.base import WATCH_NAMESPACES, WATCHED_KINDS, BindError, Source, WriteError
 from app.sources.events import Event, EventSink, EventType
 
 __all__ = ["KubernetesSource", "load_configuration", "probe"]
@@ -336,7 +336,7 @@ class _Reflector:
     def list_all(self) -> tuple[list[dict[str, Any]], str | None]:
         """All items of the collection and the list's resourceVersion (following ``continue``)."""
         api = self.source._api
-        path = self.info.collection_path()
+        path = self.info.collection_path(WATCH_NAMESPACES.get(self.kind))
         items: list[dict[str, Any]] = []
         cont: str | None = None
         paginate = self.source.list_page_size > 0
@@ -383,7 +383,7 @@ class _Reflector:
         resp = _request(
             src._api,
             "GET",
-            self.info.collection_path(),
+            self.info.collection_path(WATCH_NAMESPACES.get(self.kind)),
             query=query,
             timeout=(CONNECT_TIMEOUT, src._watch_timeout + WATCH_READ_SLACK),
         )
@@ -474,7 +474,8 @@ class KubernetesSource(Source):
 
     Args:
         kinds: kinds to watch (keys of :data:`app.api.kinds.KINDS`), default
-            :data:`~app.sources.base.WATCHED_KINDS`.
+            :data:`~app.sources.base.WATCHED_KINDS` plus ConfigMap (listed and watched only in the
+            namespace :data:`~app.sources.base.WATCH_NAMESPACES` names).
         kubeconfig: kubeconfig path (``None``: default location, see :func:`load_configuration`).
         in_cluster: use the pod's service account instead of a kubeconfig.
         api_client: a ready :class:`kubernetes.client.ApiClient`; when given, ``kubeconfig`` and
@@ -495,7 +496,7 @@ class KubernetesSource(Source):
 
     def __init__(
         self,
-        kinds: Sequence[str] = WATCHED_KINDS,
+        kinds: Sequence[str] = (*WATCHED_KINDS, "ConfigMap"),
         *,
         kubeconfig: str | None = None,
         in_cluster: bool = False,

@@ -1,0 +1,140 @@
+"""`koord certs` and the serving-certificate reload, checked with real TLS handshakes."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from cryptography import x509
+from typer.testing import CliRunner
+
+from app.cli.certs import dns_names, write_certs
+from app.cli.main import cli
+from app.server.app import create_app
+from app.server.tls import CertReloader, TLSConfigError
+from app.sources.files import FileSource
+from tests.conftest import fake_nodes_cluster, free_port
+
+
+def test_certs_command_writes_a_verifiable_chain(tmp_path: Path) -> None:
+    out = tmp_path / "certs"
+    result = CliRunner().invoke(cli, ["certs", "--out-dir", str(out), "--ip", "10.0.0.7"])
+    assert result.exit_code == 0, result.output
+    for name in ("ca.crt", "ca.key", "tls.crt", "tls.key"):
+        assert (out / name).is_file()
+    assert (out / "tls.key").stat().st_mode & 0o777 == 0o600
+    ca = x509.load_pem_x509_certificate((out / "ca.crt").read_bytes())
+    leaf = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
+    leaf.verify_directly_issued_by(ca)
+    san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == dns_names("koord-scheduler-extender", "koordinator-system")
+    assert "koord-scheduler-extender.koordinator-system.svc" in san.get_values_for_type(x509.DNSName)
+    assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["10.0.0.7"]
+    # Running it again renews the serving cert with the same CA (caBundles stay valid).
+    again = CliRunner().invoke(cli, ["certs", "--out-dir", str(out)])
+    assert again.exit_code == 0, again.output
+    assert x509.load_pem_x509_certificate((out / "ca.crt").read_bytes()) == ca
+    renewed = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
+    assert renewed.serial_number != leaf.serial_number
+    renewed.verify_directly_issued_by(ca)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), [(["--ip", "nope"], "--ip"), (["--days", "0"], "--days must be positive")]
+)
+def test_certs_bad_input(tmp_path: Path, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli, ["certs", "--out-dir", str(tmp_path), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_certs_unreadable_ca_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "ca.crt").write_text("junk")
+    (tmp_path / "ca.key").write_text("junk")
+    result = CliRunner().invoke(cli, ["certs", "--out-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "not a PEM CA certificate and key" in result.output
+
+
+def test_reloader_refuses_bad_initial_pair(tmp_path: Path) -> None:
+    (tmp_path / "tls.crt").write_text("junk")
+    (tmp_path / "tls.key").write_text("junk")
+    with pytest.raises(TLSConfigError, match="cannot load"):
+        CertReloader(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[int, Path, CertReloader]]:
+    certs = tmp_path / "certs"
+    write_certs(certs, "koord-scheduler-extender", "koordinator-system", ["127.0.0.1"], 30)
+    reloader = CertReloader(certs / "tls.crt", certs / "tls.key", poll_seconds=0.1)
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    app = create_app(FileSource(fake_nodes_cluster(cluster), poll_interval=0), background=[lambda _s: reloader.watch()])
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        ssl_context_factory=lambda _cfg, _default: reloader.context,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield port, certs, reloader
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def served_serial(port: int, ca: Path) -> int:
+    """Handshake verifying against the CA and the service DNS name; the served leaf's serial."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    name = "koord-scheduler-extender.koordinator-system.svc"
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        ctx.wrap_socket(raw, server_hostname=name) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+        tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        assert tls.recv(1024).startswith(b"HTTP/1.1 200")
+    assert der is not None
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+def test_renewed_certificate_is_served_without_restart(tls_server: tuple[int, Path, CertReloader]) -> None:
+    port, certs, reloader = tls_server
+    first = served_serial(port, certs / "ca.crt")
+    assert first == x509.load_pem_x509_certificate((certs / "tls.crt").read_bytes()).serial_number
+    time.sleep(0.05)
+    write_certs(certs, "koord-scheduler-extender", "koordinator-system", ["127.0.0.1"], 30)
+    renewed = x509.load_pem_x509_certificate((certs / "tls.crt").read_bytes()).serial_number
+    deadline = time.monotonic() + 5
+    while reloader.reloads == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reloader.reloads == 1
+    assert served_serial(port, certs / "ca.crt") == renewed != first
+
+
+def test_mismatched_pair_keeps_serving_the_old_certificate(tls_server: tuple[int, Path, CertReloader]) -> None:
+    port, certs, reloader = tls_server
+    first = served_serial(port, certs / "ca.crt")
+    other = certs / "other"
+    write_certs(other, "x", "y", [], 30)
+    (certs / "tls.key").write_bytes((other / "tls.key").read_bytes())  # key of another cert
+    deadline = time.monotonic() + 5
+    while reloader.failures == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reloader.failures >= 1
+    assert served_serial(port, certs / "ca.crt") == first
