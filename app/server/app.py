@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
@@ -86,7 +87,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await source.start(state.cache)
-        tasks = [asyncio.create_task(_sweep_expired(state.cache))]
+        tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(_freeze_after_load(source))]
         tasks += [
             asyncio.create_task(p.run_background(source))
             for p in state.framework.plugins
@@ -124,6 +125,20 @@ def create_app(
     inspect_routes.install_plugin_routes(app, state)
     install_webhooks(app, all_webhooks(), WebhookContext(state.cache, source))
     return app
+
+
+async def _freeze_after_load(source: Source) -> None:
+    """Once the first full load is in, move every object to the GC's permanent generation.
+
+    The snapshot holds millions of long-lived objects; without this, full collections walk them
+    all and pause request handling (seen as ~0.9 s stalls with 5,000 full Nodes). Frozen objects
+    are still freed by reference counting when the cache drops them.
+    """
+    while not source.ready():
+        await asyncio.sleep(0.1)
+    gc.collect()
+    gc.freeze()
+    log.info("initial load complete: %d objects moved to the permanent GC generation", gc.get_freeze_count())
 
 
 async def _sweep_expired(cache: ClusterCache) -> None:
