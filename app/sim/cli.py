@@ -1,10 +1,116 @@
-"""`koord sim`: replay a cluster trace through the extender (placeholder until its issue lands)."""
+"""``koord sim``: replay a cluster trace through the service's own extender verbs.
+
+Heavy modules (the app, numpy, matplotlib) are imported when the command runs, not when the CLI loads.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+err_console = Console(stderr=True)
 
 
-def sim() -> None:
-    """Not implemented yet."""
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+def sim(
+    nodes: Annotated[Path, typer.Option(help="Node list CSV (sn, cpu_milli, memory_mib, gpu, model).")],
+    pods: Annotated[Path, typer.Option(help="Pod list CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, ...).")],
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help="Random, MostAllocated, LeastAllocated or FragmentationAware; repeatable (default: all)."),
+    ] = None,
+    config: Annotated[
+        list[Path] | None, typer.Option(help="A plugin config file to run as a policy (named after it); repeatable.")
+    ] = None,
+    seed: Annotated[list[int] | None, typer.Option(help="Seed of arrival order and tie-breaks; repeatable.")] = None,
+    inflate: Annotated[float, typer.Option(help="Static: resample until GPU requests reach this x capacity.")] = 1.3,
+    mode: Annotated[str, typer.Option(help="static (the paper's protocol) or timed (creation/deletion times).")] = (
+        "static"
+    ),
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the JSON records here.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG of allocation ratio vs arrived workload.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Replay a GPU trace through /filter, /prioritize and /bind of an in-process service; report
+    GPU allocation and fragmentation ratios per policy and seed beside the published results."""
+    import orjson
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    from app.framework.config import ConfigError
+    from app.framework.registry import default_registry
+    from app.sim.errors import SimInputError
+    from app.sim.experiment import load_trace, run_one
+    from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy
+    from app.sim.published import find_published
+    from app.sim.report import failures_table, json_records, summary_table
+    from app.sim.report import plot as plot_png
+    from app.sim.run import SimResult, VerbError
+    from app.sim.service import ServiceError
+
+    console = Console(stderr=output is None or str(output) == "-")
+    try:
+        chosen: list[Policy] = [builtin_policy(p) for p in policy or []]
+        known = default_registry().names()
+        chosen += [config_policy(path, known) for path in config or []]
+        if not chosen:
+            chosen = [builtin_policy(p) for p in POLICIES]
+        trace = load_trace(nodes, pods, mode)
+    except SimInputError as exc:
+        _fail(str(exc))
+    except ConfigError as exc:
+        _fail(f"invalid config: {exc}")
+    seeds = seed or [42]
+    results: list[SimResult] = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    ) as progress:
+        for pol in chosen:
+            for s in seeds:
+                task = progress.add_task(f"{pol.name} seed {s}", total=None)
+
+                def report(done: int, total: int, task: TaskID = task) -> None:
+                    progress.update(task, completed=done, total=total)
+
+                try:
+                    result = run_one(trace, pol, s, mode=mode, inflate=inflate, progress=report)
+                except SimInputError as exc:
+                    _fail(str(exc))
+                except ConfigError as exc:
+                    _fail(f"policy {pol.name}: invalid config: {exc}")
+                except (ServiceError, VerbError) as exc:
+                    _fail(f"policy {pol.name} seed {s}: {exc}")
+                for problem in result.problems[:10]:
+                    console.print(f"[yellow]check:[/] {pol.name} seed {s}: {problem}", highlight=False)
+                results.append(result)
+    workload = trace.pods_path.stem
+    published = find_published(trace.pods_path) if mode == "static" else None
+    console.print(summary_table(results, published, workload))
+    failures = failures_table(results)
+    if failures is not None:
+        console.print(failures)
+    records = orjson.dumps(json_records(results), option=orjson.OPT_INDENT_2)
+    if output is None or str(output) == "-":
+        sys.stdout.write(records.decode() + "\n")
+    else:
+        try:
+            output.write_bytes(records + b"\n")
+        except OSError as exc:
+            _fail(f"{output}: cannot write: {exc.strerror}")
+    if plot is not None:
+        try:
+            plot_png(results, plot, published, workload)
+        except OSError as exc:
+            _fail(f"{plot}: cannot write: {exc.strerror}")

@@ -1,0 +1,301 @@
+"""One simulation run: a policy and a seed over a trace, every pod through the service's HTTP verbs.
+
+Per pod, as kube-scheduler with our extender (``nodeCacheCapable: true``) would: the pod is
+created in the source, kube-scheduler's own node fit (:mod:`app.sim.fit`) selects the feasible
+nodes, ``POST /filter`` with their names, ``POST /prioritize`` with the survivors (except for the
+Random policy), the best extender score wins (ties broken uniformly with the seeded RNG, as
+kube-scheduler's selectHost does), ``POST /bind``. A pod that fails is recorded with its reason
+and not retried. Metrics follow the paper: GPU allocation ratio (allocated milli-GPU over
+capacity, percent) each time the arrived GPU requests cross a whole percent of capacity, and
+the fragmentation ratio at 70 % and 90 % arrived.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+
+from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.fit import NodeFit, pod_vector
+from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
+from app.sim.objects import NAMESPACE, device_object, node_object, pod_object
+from app.sim.policies import Policy
+from app.sim.service import InProcessService
+from app.sim.trace import MILLI_PER_GPU, TraceNode, TracePod
+from app.sim.workload import EventKind, SimEvent
+
+#: Arrived-workload percentages (of GPU capacity) reported in the JSON output.
+ALLOCATION_POINTS: tuple[int, ...] = (100, 130)
+FRAGMENTATION_POINTS: tuple[int, ...] = (70, 90)
+VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
+
+
+class VerbError(RuntimeError):
+    """The service answered a verb with an HTTP error (a bug: the simulator's bodies are valid)."""
+
+
+@dataclass(slots=True)
+class SimResult:
+    """What one run measured.
+
+    Attributes:
+        curve: allocation ratio (percent) at each whole arrived percent 0, 1, 2, ... reached.
+        frag: fragmentation ratio (percent) at :data:`FRAGMENTATION_POINTS` (None: not measurable).
+        failed: failed pods by reason.
+        wall_seconds: wall time of the scheduling loop (service start and cluster load excluded).
+        client_seconds / server_seconds: per verb, time spent waiting on HTTP (client side) and
+            answering inside the handler (server side, from the service's latency histogram).
+        problems: findings of :func:`app.sim.allocations.check_allocations` at the end.
+    """
+
+    policy: str
+    seed: int
+    curve: list[float] = field(default_factory=list)
+    frag: dict[int, float | None] = field(default_factory=dict)
+    failed: Counter[str] = field(default_factory=Counter)
+    arrived_pods: int = 0
+    scheduled_pods: int = 0
+    wall_seconds: float = 0.0
+    client_seconds: dict[str, float] = field(default_factory=dict)
+    server_seconds: dict[str, float] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def allocation_at(self, percent: int) -> float | None:
+        """Allocation ratio when arrived GPU requests reached ``percent`` % of capacity (None: never)."""
+        return self.curve[percent] if percent < len(self.curve) else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The issue's JSON record: policy, seed, gpu_allocation_ratio, frag_ratio, failed_pods, wall_seconds."""
+        return {
+            "policy": self.policy,
+            "seed": self.seed,
+            "gpu_allocation_ratio": {str(p): _round(self.allocation_at(p)) for p in ALLOCATION_POINTS},
+            "frag_ratio": {str(p): _round(self.frag.get(p)) for p in FRAGMENTATION_POINTS},
+            "failed_pods": dict(sorted(self.failed.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "wall_seconds": round(self.wall_seconds, 2),
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _most_common(reasons: dict[str, str]) -> str:
+    """The reason given by the most nodes (ties: alphabetical), kube-scheduler's diagnosis in short."""
+    counts = Counter(reasons.values())
+    return min(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+
+
+class Simulation:
+    """Drives one run against a started :class:`InProcessService`.
+
+    Args:
+        service: the running service (fresh: the run loads the cluster into it).
+        nodes: the cluster.
+        policy: how to choose among feasible nodes.
+        seed: RNG seed for tie-breaking (the arrival order is drawn by the caller).
+        fragmentation: F_n bound to the target workload, or None (no fragmentation metric).
+        progress: called with the number of events processed so far, now and then.
+    """
+
+    def __init__(
+        self,
+        service: InProcessService,
+        nodes: list[TraceNode],
+        policy: Policy,
+        seed: int,
+        fragmentation: FragmentationFn | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.service = service
+        self.nodes = nodes
+        self.policy = policy
+        self.rng = np.random.default_rng(seed)
+        self.fit = NodeFit(nodes)
+        self.rows = {n.name: i for i, n in enumerate(nodes)}
+        self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
+        self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
+        self.fragmentation = fragmentation
+        self.progress = progress
+        self.result = SimResult(policy.name, seed)
+        self.result.client_seconds = dict.fromkeys(VERBS, 0.0)
+        self._bound: dict[str, tuple[int, npt.NDArray[np.int64], int]] = {}  # uid -> row, vector, gpu milli
+        self._pending: set[str] = set()
+        self._vectors: dict[int, npt.NDArray[np.int64]] = {}
+        self._arrived = 0
+        self._allocated = 0
+        self._next_point = 0
+
+    @property
+    def allocated_milli(self) -> int:
+        """GPU milli of the pods bound now (the sim's own count)."""
+        return self._allocated
+
+    @property
+    def bound_gpu_pods(self) -> int:
+        """GPU pods bound now."""
+        return sum(1 for _, _, milli in self._bound.values() if milli > 0)
+
+    # ------------------------------------------------------------------ cluster
+    def load_cluster(self) -> None:
+        """Write every Node and Device into the service's source."""
+        objects: list[dict[str, Any]] = []
+        for node in self.nodes:
+            objects.append(node_object(node))
+            device = device_object(node)
+            if device is not None:
+                objects.append(device)
+        source = self.service.source
+
+        async def write() -> None:
+            for obj in objects:
+                await source.create_or_update(obj)
+
+        self.service.call(write)
+
+    # ------------------------------------------------------------------ run
+    def run(self, events: list[SimEvent]) -> SimResult:
+        """Process ``events`` in order and return the result (also kept in :attr:`result`).
+
+        Raises:
+            VerbError: the service answered a verb with an HTTP error.
+        """
+        start = time.perf_counter()
+        before = self._server_seconds()
+        self._record_points()
+        for i, event in enumerate(events):
+            if event.kind is EventKind.ARRIVE:
+                self._arrive(event)
+            else:
+                self._depart(event)
+            if self.progress is not None and i % 64 == 0:
+                self.progress(i)
+        self.result.wall_seconds = time.perf_counter() - start
+        after = self._server_seconds()
+        self.result.server_seconds = {v: after[v] - before[v] for v in VERBS}
+        if self.progress is not None:
+            self.progress(len(events))
+        self.result.problems = self.check()
+        return self.result
+
+    def check(self) -> list[str]:
+        """The service's GPU accounting problems now (empty list: consistent); see :func:`check_allocations`."""
+        problems = self.service.read(lambda: check_allocations(self.service.state.cache, self.rows, self.gpus))
+        if self._allocated > self.capacity:
+            problems.append(f"allocated {self._allocated} milli-GPU above capacity {self.capacity}")
+        return problems
+
+    def _server_seconds(self) -> dict[str, float]:
+        registry = self.service.state.metrics.registry
+        name = "koord_extender_request_duration_seconds_sum"
+        return {v: float(registry.get_sample_value(name, {"verb": v}) or 0.0) for v in VERBS}
+
+    def _vector(self, pod: TracePod) -> npt.NDArray[np.int64]:
+        vec = self._vectors.get(id(pod))
+        if vec is None:
+            vec = self._vectors[id(pod)] = pod_vector(pod)
+        return vec
+
+    def _arrive(self, event: SimEvent) -> None:
+        arrival = event.arrival
+        pod = arrival.pod
+        obj = pod_object(pod, arrival.name, arrival.uid)
+        source = self.service.source
+        self.service.call(lambda: source.create_or_update(obj))
+        self.result.arrived_pods += 1
+        self._pending.add(arrival.uid)
+        vec = self._vector(pod)
+        node = self._schedule(pod, obj, vec)
+        if node is not None:
+            row = self.rows[node]
+            self.fit.add(row, vec)
+            self._bound[arrival.uid] = (row, vec, pod.gpu_total_milli)
+            self._pending.discard(arrival.uid)
+            self._allocated += pod.gpu_total_milli
+            self.result.scheduled_pods += 1
+        self._arrived += pod.gpu_total_milli
+        self._record_points()
+
+    def _depart(self, event: SimEvent) -> None:
+        arrival = event.arrival
+        bound = self._bound.pop(arrival.uid, None)
+        if bound is None and arrival.uid not in self._pending:
+            return
+        self._pending.discard(arrival.uid)
+        source = self.service.source
+        self.service.call(lambda: source.delete("Pod", arrival.name, NAMESPACE))
+        if bound is not None:
+            row, vec, milli = bound
+            self.fit.remove(row, vec)
+            self._allocated -= milli
+
+    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+        t0 = time.perf_counter()
+        resp = self.service.client.post(f"/{verb}", content=orjson.dumps(body))
+        self.result.client_seconds[verb] += time.perf_counter() - t0
+        if resp.status_code != 200:
+            raise VerbError(f"/{verb} answered {resp.status_code}: {resp.text}")
+        return orjson.loads(resp.content)
+
+    def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
+        """Schedule one pod; the chosen node, or None with the failure recorded."""
+        rows = self.fit.feasible(pod, vec)
+        if len(rows) == 0:
+            reasons = self.fit.reasons(pod, vec)
+            reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
+            self.result.failed[f"node-fit: {reason}"] += 1
+            return None
+        names = self.fit.names
+        answer = self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": [names[r] for r in rows.tolist()]})
+        if answer.get("Error"):
+            self.result.failed[f"filter: {answer['Error']}"] += 1
+            return None
+        survivors: list[str] = answer.get("NodeNames") or []
+        if not survivors:
+            failed = {**(answer.get("FailedNodes") or {}), **(answer.get("FailedAndUnresolvableNodes") or {})}
+            self.result.failed[f"filter: {_most_common(failed)}" if failed else "filter: no node passed"] += 1
+            return None
+        if self.policy.prioritize and len(survivors) > 1:
+            scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
+            values = np.array([h["Score"] for h in scores], dtype=np.int64)
+            top = np.flatnonzero(values == values.max())
+            node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
+        else:
+            node = survivors[int(self.rng.integers(len(survivors)))]
+        meta = obj["metadata"]
+        bound = self._post(
+            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+        )
+        if bound.get("Error"):
+            self.result.failed[f"bind: {bound['Error']}"] += 1
+            return None
+        return node
+
+    # ------------------------------------------------------------------ metrics
+    def _record_points(self) -> None:
+        """Append the allocation ratio for every whole arrived percent crossed; fragmentation at its points."""
+        if self.capacity == 0:
+            return
+        while self._arrived * 100 >= self._next_point * self.capacity:
+            point = self._next_point
+            self.result.curve.append(self._allocated / self.capacity * 100.0)
+            if point in FRAGMENTATION_POINTS:
+                self.result.frag[point] = self._fragmentation()
+            self._next_point += 1
+
+    def _fragmentation(self) -> float | None:
+        if self.fragmentation is None:
+            return None
+        usage = self.service.read(lambda: read_gpu_usage(self.service.state.cache, self.rows))
+        if usage.unannotated_pods:
+            return None  # the service recorded no per-GPU placement (DeviceShare inactive)
+        free = self.fit.allocatable - self.fit.requested
+        models = [n.model for n in self.nodes]
+        return fragmentation_ratio(self.fragmentation, free[:, 0], free[:, 1], usage.gpu_free_milli(), models)

@@ -1,0 +1,139 @@
+"""The service under simulation: the real app on a real uvicorn server in a background thread.
+
+:class:`InProcessService` builds ``create_app(SimSource, config)``, serves it on 127.0.0.1 at a free
+port (uvloop and httptools when installed, as ``koord scheduler`` does), waits for ``/readyz``, and
+offers :meth:`InProcessService.call` to run a coroutine or function on the server's event loop
+(source writes and cache reads must happen there) plus one keep-alive httpx client (over
+:class:`~app.sim.transport.KeepAliveTransport`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+import httpx
+import uvicorn
+
+from app.framework.config import SchedulerConfig
+from app.server.app import create_app
+from app.server.state import ServiceState
+from app.sim.source import SimSource
+from app.sim.transport import KeepAliveTransport
+
+T = TypeVar("T")
+
+#: Loop turns :meth:`InProcessService.read` yields before reading, so writes the service deferred to
+#: tasks (a task, then its watch event) are applied.
+READ_YIELDS = 4
+#: Seconds to wait for the server to answer ``/readyz``.
+START_TIMEOUT = 30.0
+
+
+class ServiceError(RuntimeError):
+    """The in-process service did not start (or died)."""
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class InProcessService:
+    """Context manager: start on enter, stop on exit.
+
+    Args:
+        config: the plugin configuration of the service.
+        loop: uvicorn's loop setting (``auto``: uvloop when installed; ``asyncio``).
+        http: uvicorn's HTTP implementation (``auto``: httptools when installed).
+
+    Raises (on enter):
+        ConfigError: the plugin configuration is invalid.
+        ServiceError: the server did not become ready in :data:`START_TIMEOUT` seconds.
+    """
+
+    def __init__(self, config: SchedulerConfig, *, loop: str = "auto", http: str = "auto") -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="koord-sim-")
+        self.source = SimSource(self._tmp.name)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.app = create_app(self.source, config, background=[self._capture_loop])
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cfg = uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, loop=loop, http=http
+        )
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, name="koord-sim-server", daemon=True)
+        self.client = httpx.Client(
+            base_url=self.url,
+            headers={"Content-Type": "application/json"},
+            transport=KeepAliveTransport("127.0.0.1", self.port),
+        )
+
+    async def _capture_loop(self, state: ServiceState) -> None:
+        """A service-lifetime background task whose only job is to learn the server's loop."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.Event().wait()
+
+    @property
+    def state(self) -> ServiceState:
+        """The service's state (cache, framework, extender) for in-process inspection."""
+        state: ServiceState = self.app.state.service
+        return state
+
+    def __enter__(self) -> InProcessService:
+        self.thread.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.thread.is_alive():
+                raise ServiceError(f"the service on port {self.port} exited during start-up")
+            try:
+                if self.client.get("/readyz").status_code == 200 and self._loop is not None:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.02)
+        self.close()
+        raise ServiceError(f"the service on port {self.port} did not become ready in {START_TIMEOUT:.0f}s")
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the server, join its thread and remove the temporary directory."""
+        self.client.close()
+        self.server.should_exit = True
+        if self.thread.is_alive():
+            self.thread.join(timeout=15)
+        self._tmp.cleanup()
+
+    def call(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run ``fn()`` (a coroutine) on the server's loop, let the events it scheduled be applied,
+        and return its result (its exception is raised here)."""
+        loop = self._loop
+        if loop is None:
+            raise ServiceError("the service is not running")
+
+        async def run() -> T:
+            result = await fn()
+            await asyncio.sleep(0)  # deliver the watch events the write scheduled with call_soon
+            return result
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+
+    def read(self, fn: Callable[[], T]) -> T:
+        """Run the plain function ``fn()`` on the server's loop (a consistent view of the cache)."""
+
+        async def run() -> T:
+            for _ in range(READ_YIELDS):
+                await asyncio.sleep(0)  # let deferred writes (e.g. PreBind annotation patches) land first
+            return fn()
+
+        return self.call(run)

@@ -1,0 +1,223 @@
+"""Loading the Alibaba GPU cluster trace (cluster-trace-gpu-v2023, "openb") with validation.
+
+Node list columns: ``sn, cpu_milli, memory_mib, gpu, model``; pod list columns: ``name, cpu_milli,
+memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time,
+scheduled_time`` (only the first eight plus the two times are used). Units are the trace's:
+cpu in milli-cores, memory in MiB, GPU in milli-GPUs per GPU (``gpu_milli`` 1..1000 applies to
+each of ``num_gpu`` GPUs), times in seconds. Every problem raises :class:`SimInputError` naming
+the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.sim.errors import SimInputError
+
+NODE_COLUMNS: tuple[str, ...] = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS: tuple[str, ...] = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos")
+TIME_COLUMNS: tuple[str, ...] = ("creation_time", "deletion_time")
+
+#: GPUs per node and per pod are bounded as in the trace (8-GPU servers).
+MAX_GPUS = 8
+MILLI_PER_GPU = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TraceNode:
+    """One node of the node list: cpu milli-cores, memory MiB, GPU count and model ("" for none)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpu: int
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class TracePod:
+    """One pod of the pod list.
+
+    Attributes:
+        cpu_milli, memory_mib: requests (milli-cores, MiB).
+        num_gpu: GPUs requested (0..8); gpu_milli: milli-GPU per GPU (1..1000; 1000 when num_gpu > 1).
+        gpu_models: allowed GPU models (``gpu_spec`` split on ``|``, deduplicated, sorted), None = any.
+        qos: the trace's QoS (``LS``, ``BE``, ``Burstable``, ``Guaranteed`` ...).
+        creation_time, deletion_time: seconds (None when the column is absent or empty).
+        line: line number in the file (header = 1).
+    """
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_models: tuple[str, ...] | None
+    qos: str
+    creation_time: int | None
+    deletion_time: int | None
+    line: int
+
+    @property
+    def gpu_total_milli(self) -> int:
+        """GPU milli requested in total (``num_gpu * gpu_milli``)."""
+        return self.num_gpu * self.gpu_milli
+
+
+def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(line, row) pairs of a CSV file that has every ``required`` column.
+
+    Raises:
+        SimInputError: unreadable file, empty file, or a missing column.
+    """
+    try:
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            header = reader.fieldnames
+            if not header:
+                raise SimInputError(f"{path}:1: empty file: expected a header with {', '.join(required)}")
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise SimInputError(
+                    f"{path}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                    f"(header: {', '.join(header)})"
+                )
+            return [(reader.line_num, row) for row in reader]
+    except OSError as exc:
+        raise SimInputError(f"{path}: cannot read: {exc.strerror}") from None
+    except csv.Error as exc:
+        raise SimInputError(f"{path}: not valid CSV: {exc}") from None
+
+
+def _int(path: Path, line: int, row: dict[str, str], field: str, *, optional: bool = False) -> int | None:
+    raw = (row.get(field) or "").strip()
+    if not raw and optional:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        try:
+            as_float = float(raw)
+        except ValueError:
+            as_float = float("nan")
+        if not as_float.is_integer():
+            raise SimInputError(f"{path}:{line}: field {field}: must be a non-negative integer, got {raw!r}") from None
+        value = int(as_float)
+    if value < 0:
+        raise SimInputError(f"{path}:{line}: field {field}: must be a non-negative integer, got {raw!r}")
+    return value
+
+
+def _req_int(path: Path, line: int, row: dict[str, str], field: str) -> int:
+    value = _int(path, line, row, field)
+    assert value is not None
+    return value
+
+
+def load_nodes(path: str | Path) -> list[TraceNode]:
+    """Read a node list (``openb_node_list_*.csv``).
+
+    Raises:
+        SimInputError: missing columns, non-integer or negative numbers, more than 8 GPUs, a GPU
+            node without a model, duplicate names, or no node at all.
+    """
+    path = Path(path)
+    out: list[TraceNode] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, NODE_COLUMNS):
+        name = (row.get("sn") or "").strip()
+        if not name:
+            raise SimInputError(f"{path}:{line}: field sn: empty node name")
+        if name in seen:
+            raise SimInputError(f"{path}:{line}: field sn: duplicate node {name!r}")
+        seen.add(name)
+        gpu = _req_int(path, line, row, "gpu")
+        if gpu > MAX_GPUS:
+            raise SimInputError(f"{path}:{line}: field gpu: at most {MAX_GPUS} GPUs per node, got {gpu}")
+        model = (row.get("model") or "").strip()
+        if model.lower() == "nan":
+            model = ""
+        if gpu > 0 and not model:
+            raise SimInputError(f"{path}:{line}: field model: a node with {gpu} GPUs needs a GPU model")
+        out.append(
+            TraceNode(name, _req_int(path, line, row, "cpu_milli"), _req_int(path, line, row, "memory_mib"), gpu, model)
+        )
+    if not out:
+        raise SimInputError(f"{path}: no nodes")
+    return out
+
+
+def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = False) -> list[TracePod]:
+    """Read a pod list (``openb_pod_list_*.csv``); ``known_models`` are the node list's GPU models.
+
+    Args:
+        need_times: require ``creation_time`` (timed mode); ``deletion_time`` may be empty
+            (the pod never leaves).
+
+    Raises:
+        SimInputError: missing columns, non-integer or negative numbers, ``num_gpu`` above 8,
+            ``gpu_milli`` outside 1..1000 for a GPU pod (exactly 1000 when ``num_gpu`` > 1, 0
+            for a CPU pod), a ``gpu_spec`` naming a model no node has, a deletion before the
+            creation, duplicate names, or no pod at all.
+    """
+    path = Path(path)
+    required = POD_COLUMNS + (TIME_COLUMNS if need_times else ())
+    out: list[TracePod] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, required):
+        name = (row.get("name") or "").strip()
+        if not name:
+            raise SimInputError(f"{path}:{line}: field name: empty pod name")
+        if name in seen:
+            raise SimInputError(f"{path}:{line}: field name: duplicate pod {name!r}")
+        seen.add(name)
+        num_gpu = _req_int(path, line, row, "num_gpu")
+        gpu_milli = _req_int(path, line, row, "gpu_milli")
+        if num_gpu > MAX_GPUS:
+            raise SimInputError(f"{path}:{line}: field num_gpu: at most {MAX_GPUS} GPUs per pod, got {num_gpu}")
+        if num_gpu == 0 and gpu_milli != 0:
+            raise SimInputError(f"{path}:{line}: field gpu_milli: must be 0 when num_gpu is 0, got {gpu_milli}")
+        if num_gpu > 0 and not 0 < gpu_milli <= MILLI_PER_GPU:
+            raise SimInputError(f"{path}:{line}: field gpu_milli: must be in 1..1000 for a GPU pod, got {gpu_milli}")
+        if num_gpu == 1 and gpu_milli % 10:
+            raise SimInputError(
+                f"{path}:{line}: field gpu_milli: a GPU share is requested in whole percent "
+                f"(a multiple of 10 milli), got {gpu_milli}"
+            )
+        if num_gpu > 1 and gpu_milli != MILLI_PER_GPU:
+            raise SimInputError(
+                f"{path}:{line}: field gpu_milli: a pod of {num_gpu} GPUs takes whole GPUs (1000), got {gpu_milli}"
+            )
+        spec = (row.get("gpu_spec") or "").strip()
+        models: tuple[str, ...] | None = None
+        if spec and spec.lower() != "nan":
+            models = tuple(sorted({m.strip() for m in spec.split("|") if m.strip()}))
+            unknown = [m for m in models if m not in known_models]
+            if unknown:
+                raise SimInputError(
+                    f"{path}:{line}: field gpu_spec: unknown GPU model {unknown[0]!r} "
+                    f"(node models: {', '.join(sorted(known_models)) or 'none'})"
+                )
+        created = _int(path, line, row, "creation_time", optional=not need_times)
+        deleted = _int(path, line, row, "deletion_time", optional=True) if "deletion_time" in row else None
+        if created is not None and deleted is not None and deleted < created:
+            raise SimInputError(f"{path}:{line}: field deletion_time: {deleted} is before creation_time {created}")
+        out.append(
+            TracePod(
+                name,
+                _req_int(path, line, row, "cpu_milli"),
+                _req_int(path, line, row, "memory_mib"),
+                num_gpu,
+                gpu_milli,
+                models,
+                (row.get("qos") or "").strip(),
+                created,
+                deleted,
+                line,
+            )
+        )
+    if not out:
+        raise SimInputError(f"{path}: no pods")
+    return out

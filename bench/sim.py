@@ -1,0 +1,103 @@
+"""Benchmark of ``koord sim``: one seed of a trace per policy, every pod over HTTP, printing JSON.
+
+What it measures
+    For each policy: the wall seconds of the scheduling loop (service start and cluster load
+    excluded), pods arrived and scheduled, the allocation ratio at 100 % arrived, and where the
+    time goes per verb: ``client_s`` (waiting on the HTTP call, client side) against ``server_s``
+    (inside the handler, from the service's latency histogram); the difference is HTTP, ASGI and
+    client overhead. ``other_s`` is the rest of the loop (pod creation in the source, node fit,
+    metrics). With ``--profile`` it adds the top functions by own time, client and server thread.
+
+Target (issue #3): the default trace at inflate 1.3, one seed, <= 90 s wall per policy on one core.
+
+Run from the repository root::
+
+    .venv/bin/python bench/sim.py [--policy FragmentationAware ...] [--seed 42] [--inflate 1.3]
+        [--nodes ../shared/data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv]
+        [--pods ../shared/data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv] [--limit N] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data" / "alibaba-gpu-v2023" / "csv"
+sys.path.insert(0, str(REPO))
+
+from app.sim.experiment import events_for, load_trace  # noqa: E402
+from app.sim.fragmentation import deviceshare_fragmentation  # noqa: E402
+from app.sim.policies import POLICIES, builtin_policy  # noqa: E402
+from app.sim.run import Simulation  # noqa: E402
+from app.sim.service import InProcessService  # noqa: E402
+
+
+def _top(profile: cProfile.Profile, n: int = 12) -> list[str]:
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(n)
+    lines = [ln.strip() for ln in out.getvalue().splitlines() if ln.strip()]
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("ncalls")), 0)
+    return lines[start + 1 : start + 1 + n]
+
+
+def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of ``policy_name``; the JSON record described in the module docstring."""
+    trace = load_trace(args.nodes, args.pods, "static")
+    events = events_for(trace, "static", args.seed, args.inflate)[: args.limit or None]
+    policy = builtin_policy(policy_name)
+    with InProcessService(policy.config) as service:
+        sim = Simulation(service, trace.nodes, policy, args.seed, deviceshare_fragmentation(trace.pods))
+        sim.load_cluster()
+        client_prof, server_prof = cProfile.Profile(), cProfile.Profile()
+        if args.profile:
+            service.read(server_prof.enable)
+            client_prof.enable()
+        result = sim.run(events)
+        if args.profile:
+            client_prof.disable()
+            service.read(server_prof.disable)
+    verbs = {
+        v: {"client_s": round(result.client_seconds[v], 2), "server_s": round(result.server_seconds[v], 2)}
+        for v in result.client_seconds
+    }
+    record: dict[str, Any] = {
+        "policy": policy_name,
+        "seed": args.seed,
+        "pods_arrived": result.arrived_pods,
+        "pods_scheduled": result.scheduled_pods,
+        "wall_seconds": round(result.wall_seconds, 2),
+        "allocation_at_100": None if result.allocation_at(100) is None else round(result.allocation_at(100) or 0, 2),
+        "verbs": verbs,
+        "other_s": round(result.wall_seconds - sum(result.client_seconds.values()), 2),
+        "problems": len(result.problems),
+    }
+    if args.profile:
+        record["profile"] = {"client": _top(client_prof), "server": _top(server_prof)}
+    return record
+
+
+def main() -> None:
+    """Parse the arguments, run each policy, print one JSON object."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--policy", action="append", choices=POLICIES)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--inflate", type=float, default=1.3)
+    parser.add_argument("--nodes", type=Path, default=DATA / "openb_node_list_gpu_node.csv")
+    parser.add_argument("--pods", type=Path, default=DATA / "openb_pod_list_default.csv")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N arrivals (0: all)")
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    runs = [bench(p, args) for p in args.policy or list(POLICIES)]
+    sys.stdout.write(orjson.dumps({"runs": runs}, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""``koord sim`` end to end through the CLI: JSON records, PNG plot, and exit status 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from app.cli.main import cli
+from tests.sim.conftest import NODES_CSV, PODS_CSV, require_trace, write_slice
+
+KEYS = {"policy", "seed", "gpu_allocation_ratio", "frag_ratio", "failed_pods", "wall_seconds"}
+
+
+def test_sim_writes_json_and_plot(tmp_path: Path) -> None:
+    require_trace()
+    nodes = write_slice(NODES_CSV, tmp_path / "nodes.csv", list(range(0, 1200, 60)))
+    pods = write_slice(PODS_CSV, tmp_path / "pods.csv", list(range(150)))
+    out, png = tmp_path / "out.json", tmp_path / "out.png"
+    args = ["sim", "--nodes", str(nodes), "--pods", str(pods), "--policy", "MostAllocated", "--policy", "random"]
+    args += ["--seed", "1", "--seed", "2", "-o", str(out), "--plot", str(png), "--quiet"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    records = json.loads(out.read_text())
+    assert [(r["policy"], r["seed"]) for r in records] == [
+        ("MostAllocated", 1),
+        ("MostAllocated", 2),
+        ("Random", 1),
+        ("Random", 2),
+    ]
+    for r in records:
+        assert set(r) == KEYS
+        assert set(r["gpu_allocation_ratio"]) == {"100", "130"} and set(r["frag_ratio"]) == {"70", "90"}
+        assert 0 < r["gpu_allocation_ratio"]["100"] <= 100
+        assert r["wall_seconds"] > 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_inputs_exit_2_naming_file_line_field(tmp_path: Path) -> None:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n")
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\np0,1000,1024,1,500,A100,LS\n")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods)])
+    assert result.exit_code == 2
+    assert "pods.csv:2: field gpu_spec: unknown GPU model 'A100' (node models: P100)" in result.output.replace("\n", "")
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\np0,1000,1024,1,500,LS\n")
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods)])
+    assert result.exit_code == 2 and "missing column gpu_spec" in result.output
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\np0,1000,1024,1,500,,LS\n")
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--policy", "Greedy"])
+    assert result.exit_code == 2 and "unknown policy 'Greedy'" in result.output
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--mode", "replay"])
+    assert result.exit_code == 2 and "--mode: must be one of static, timed" in result.output
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--inflate", "0", "--quiet"])
+    assert result.exit_code == 2 and "--inflate: must be positive" in result.output
+    bad_config = tmp_path / "policy.yaml"
+    bad_config.write_text("plugins: [{name: NoSuchPlugin}]\n")
+    result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--config", str(bad_config)])
+    assert result.exit_code == 2 and "invalid config" in result.output and "NoSuchPlugin" in result.output

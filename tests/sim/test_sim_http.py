@@ -1,0 +1,82 @@
+"""A slice of the real trace through the service's HTTP verbs: capacity never exceeded, annotations
+match the cache, and FragmentationAware fragments less than LeastAllocated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.experiment import Trace, events_for, load_trace, run_one
+from app.sim.fragmentation import deviceshare_fragmentation
+from app.sim.policies import builtin_policy
+from app.sim.run import SimResult, Simulation
+from app.sim.service import InProcessService
+
+
+@pytest.fixture
+def trace(trace_slice: tuple[Path, Path]) -> Trace:
+    return load_trace(*trace_slice, "static")
+
+
+def test_slice_runs_with_consistent_accounting(trace: Trace) -> None:
+    policy = builtin_policy("MostAllocated")
+    events = events_for(trace, "static", 42, 1.3)
+    with InProcessService(policy.config) as service:
+        sim = Simulation(service, trace.nodes, policy, 42, deviceshare_fragmentation(trace.pods))
+        sim.load_cluster()
+        result = sim.run(events)
+        assert result.problems == []
+        cache = service.state.cache
+        usage = service.read(lambda: read_gpu_usage(cache, sim.rows))
+        assert usage.unannotated_pods == 0
+        assert usage.annotated_pods == sim.bound_gpu_pods > 0  # every bound GPU pod carries its annotation
+        assert (usage.used_milli <= 1000).all()
+        assert int(usage.used_milli.sum()) == sim.allocated_milli  # annotations == what the sim saw bound
+        # every bound pod in the source is bound in the cache to the same node
+        bound = service.read(lambda: {p.name: p.node_name for p in cache.pods.values() if p.node_name})
+        assert len(bound) == result.scheduled_pods
+        # the checker catches an over-allocated GPU
+        node = next(n for n in trace.nodes if n.gpu)
+        uid = next(u for u, p in cache.pods.items() if p.node_name == node.name and p.requests.get("nvidia.com/gpu"))
+        obj = cache.pod_objects[uid]
+        obj["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocated"] = (
+            '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"300"}}]}'
+        )
+        problems = service.read(lambda: check_allocations(cache, sim.rows, sim.gpus))
+        assert any("above 1000" in p for p in problems)
+        assert any("annotation allocates 300 gpu-core in total" in p for p in problems)
+    assert result.scheduled_pods > 0
+    assert result.allocation_at(100) is not None and result.allocation_at(130) is not None
+    assert 0 < result.allocation_at(100) <= 100  # type: ignore[operator]
+    assert result.frag[70] is not None and result.frag[90] is not None
+    assert set(result.client_seconds) == {"filter", "prioritize", "bind"}
+
+
+def test_random_policy_never_prioritizes(trace: Trace) -> None:
+    result = run_one(trace, builtin_policy("Random"), 7, inflate=0.5)
+    assert result.problems == []
+    assert result.client_seconds["prioritize"] == 0.0
+    assert result.scheduled_pods > 0
+
+
+def _frag(result: SimResult) -> float:
+    values = [result.frag[70], result.frag[90]]
+    assert all(v is not None for v in values)
+    return sum(v for v in values if v is not None)
+
+
+def test_fragmentation_aware_fragments_less_than_least_allocated(trace: Trace) -> None:
+    fgd = run_one(trace, builtin_policy("FragmentationAware"), 42)
+    spread = run_one(trace, builtin_policy("LeastAllocated"), 42)
+    assert fgd.problems == [] and spread.problems == []
+    assert _frag(fgd) < _frag(spread)
+
+
+def test_timed_mode_departures_free_the_gpus(trace_slice: tuple[Path, Path]) -> None:
+    trace = load_trace(*trace_slice, "timed")
+    result = run_one(trace, builtin_policy("MostAllocated"), 1, mode="timed")
+    assert result.problems == []
+    assert result.arrived_pods == len(trace.pods)
+    assert result.scheduled_pods > 0
