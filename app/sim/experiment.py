@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.sim.errors import SimInputError
 from app.sim.fragmentation import FragmentationFn, deviceshare_fragmentation
-from app.sim.policies import Policy
+from app.sim.policies import Policy, with_trace_workload
 from app.sim.run import SimResult, Simulation
 from app.sim.service import InProcessService
 from app.sim.trace import TraceNode, TracePod, load_nodes, load_pods
@@ -85,6 +85,7 @@ def run_one(
     events = events_for(trace, mode, seed, inflate)
     frag = fragmentation if fragmentation is not None else deviceshare_fragmentation(trace.pods)
     total = len(events)
+    policy = with_trace_workload(policy, trace.pods)  # FGD's target workload is the trace's (as the paper)
     with InProcessService(policy.config, loop=loop) as service:
         sim = Simulation(
             service,

@@ -1,0 +1,42 @@
+"""Policy configurations the sim runs: upstream-valid DeviceShare args, and FGD's target workload."""
+
+from __future__ import annotations
+
+from app.cache.snapshot import ClusterCache
+from app.framework.interfaces import Handle
+from app.plugins.deviceshare.plugin import new_device_share
+from app.sim.policies import builtin_policy, trace_workload, with_trace_workload
+from app.sim.trace import TracePod
+
+
+def _pod(name: str, cpu: int, gpus: int, milli: int, models: tuple[str, ...] | None = None) -> TracePod:
+    return TracePod(name, cpu, 1024, gpus, milli, models, "LS", 0, None, 2)
+
+
+def test_strategies_weigh_the_gpu_share_so_nodes_do_not_all_score_zero() -> None:
+    for name in ("MostAllocated", "LeastAllocated", "FragmentationAware"):
+        spec = builtin_policy(name).config.plugins[-1]
+        assert spec.name == "DeviceShare"
+        assert spec.args["scoringStrategy"]["resources"] == [{"name": "koordinator.sh/gpu-memory-ratio", "weight": 1}]
+        plugin = new_device_share(spec.args, Handle(ClusterCache()))  # upstream-valid args
+        assert plugin.args.weights == {"koordinator.sh/gpu-memory-ratio": 1}
+
+
+def test_trace_workload_counts_shapes() -> None:
+    pods = [_pod("a", 4000, 1, 500), _pod("b", 4000, 1, 500), _pod("c", 8000, 2, 1000, ("V100M16", "V100M32"))]
+    assert trace_workload(pods) == [
+        {"cpu": "4000m", "memory": "1024Mi", "gpuMilli": 500, "weight": 2},
+        {"cpu": "8000m", "memory": "1024Mi", "gpuMilli": 2000, "weight": 1, "gpuModel": ["V100M16", "V100M32"]},
+    ]
+
+
+def test_only_fragmentation_aware_without_a_workload_gets_the_trace_workload() -> None:
+    pods = [_pod("a", 4000, 1, 500)]
+    fgd = with_trace_workload(builtin_policy("FragmentationAware"), pods)
+    args = fgd.config.plugins[-1].args
+    assert args["fragmentationAware"]["workload"] == trace_workload(pods)
+    plugin = new_device_share(args, Handle(ClusterCache()))
+    assert plugin.args.workload is not None and len(plugin.args.workload) == 1
+    most = builtin_policy("MostAllocated")
+    assert with_trace_workload(most, pods) is most
+    assert with_trace_workload(fgd, [_pod("z", 1, 0, 0)]) is fgd  # a given workload is kept
