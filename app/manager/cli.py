@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -27,6 +27,43 @@ log = logging.getLogger("koord.manager")
 
 #: Kinds the controllers read (ConfigMaps only in koordinator-system).
 MANAGER_KINDS = ("Node", "Pod", "NodeMetric", "NodeSLO", "ConfigMap")
+
+
+def _tolerant_lease_lock(name: str, namespace: str, identity: str) -> Any:
+    """A ``LeaseLock`` whose transport errors (connection refused, timeouts) count as a failed attempt.
+
+    The library's lock only catches ``ApiException``; anything else would end the election thread
+    silently while the controllers keep running. As client-go does, a failed attempt is retried
+    every retry period, and a leader that cannot renew within the renew deadline stops leading.
+    """
+    from kubernetes.client.rest import ApiException
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    class TolerantLeaseLock(LeaseLock):
+        def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+            try:
+                return super().get(name, namespace)
+            except ApiException:
+                raise
+            except Exception as exc:
+                log.warning("reading Lease %s/%s failed: %s", namespace, name, exc)
+                return False, ApiException(status=0, reason=str(exc))
+
+        def create(self, name: str, namespace: str, election_record: Any) -> bool:
+            try:
+                return bool(super().create(name, namespace, election_record))
+            except Exception as exc:
+                log.warning("creating Lease %s/%s failed: %s", namespace, name, exc)
+                return False
+
+        def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+            try:
+                return bool(super().update(name, namespace, updated_record))
+            except Exception as exc:
+                log.warning("renewing Lease %s/%s failed: %s", namespace, name, exc)
+                return False
+
+    return TolerantLeaseLock(name, namespace, identity)
 
 
 def _elect(
@@ -38,12 +75,15 @@ def _elect(
     on_started: threading.Event,
     on_stopped: threading.Event,
 ) -> None:
-    """Run client-go style leader election in this (daemon) thread until leadership is lost."""
+    """Run client-go style leader election in this (daemon) thread until leadership is lost.
+
+    ``on_started`` is set when this instance becomes the leader, ``on_stopped`` when it stops
+    leading or the election ends for any reason (the caller then exits).
+    """
     from kubernetes import client
     from kubernetes.leaderelection import electionconfig, leaderelection
-    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-    lock = LeaseLock(name, namespace, identity)
+    lock = _tolerant_lease_lock(name, namespace, identity)
     lock.api_instance = client.CoordinationV1Api(api_client)
     lease, renew, retry = durations
 
@@ -51,9 +91,13 @@ def _elect(
         on_started.set()
         on_stopped.wait()  # keep "leading" until the process ends or leadership is lost
 
-    config = electionconfig.Config(lock, lease, renew, retry, lead, on_stopped.set)
-    leaderelection.LeaderElection(config).run()
-    on_stopped.set()
+    try:
+        config = electionconfig.Config(lock, lease, renew, retry, lead, on_stopped.set)
+        leaderelection.LeaderElection(config).run()
+    except Exception:
+        log.exception("leader election failed")
+    finally:
+        on_stopped.set()
 
 
 async def _run(
@@ -83,26 +127,29 @@ async def _run(
     controllers = SLOControllers(cache, source)
     await source.start(cache)
     started, stopped = threading.Event(), threading.Event()
-    if leader_elect:
-        assert isinstance(source, KubernetesSource)
-        threading.Thread(
-            target=_elect,
-            args=(source._api, lease_name, lease_namespace, identity, durations, started, stopped),
-            name="leader-election",
-            daemon=True,
-        ).start()
-        log.info("%s is waiting for the Lease %s/%s", identity, lease_namespace, lease_name)
-        while not started.is_set():
-            if stopped.is_set():
-                return 1
-            await asyncio.sleep(0.2)
-        log.info("%s became the leader", identity)
-    task = asyncio.create_task(controllers.run())
     try:
-        while not stopped.is_set() and not task.done():
-            await asyncio.sleep(0.2)
+        if leader_elect:
+            assert isinstance(source, KubernetesSource)
+            threading.Thread(
+                target=_elect,
+                args=(source._api, lease_name, lease_namespace, identity, durations, started, stopped),
+                name="leader-election",
+                daemon=True,
+            ).start()
+            log.info("%s is waiting for the Lease %s/%s", identity, lease_namespace, lease_name)
+            while not started.is_set():
+                if stopped.is_set():
+                    return 1
+                await asyncio.sleep(0.2)
+            log.info("%s became the leader", identity)
+        task = asyncio.create_task(controllers.run())
+        try:
+            while not stopped.is_set() and not task.done():
+                await asyncio.sleep(0.2)
+        finally:
+            task.cancel()
     finally:
-        task.cancel()
+        stopped.set()  # ends the leading callback's wait (cancellation in tests; the process exits otherwise)
         await source.stop()
     if task.done() and not task.cancelled() and task.exception() is not None:
         raise task.exception()  # type: ignore[misc]

@@ -27,8 +27,8 @@ from typing import Any
 
 import orjson
 
+from app.api.labelselector import SelectorError, selector_matches
 from app.manager.mergecfg import merge_cfg
-from app.manager.selector import SelectorError, selector_matches
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,10 @@ cache and writing through the source:
 
 - NodeSLO: ``source.create_or_update(NodeSLO)`` when the derived spec differs from the cached one
   (created with an ownerReference to its Node, so Kubernetes' garbage collector deletes it with
-  the node).
+  the node). When a node is gone its NodeSLO is deleted (``source.delete``), unless the NodeSLO
+  has an ownerReference to a Node and the source's backend garbage-collects owned objects
+  (:attr:`~app.sources.base.Source.owner_gc`, the API server): the embedded mode has no garbage
+  collector.
 - Batch resources: ``source.patch("Node", name, {"status": {"allocatable": ..., "capacity": ...}},
   subresource="status")``; removed (``null``) when colocation is disabled for the node or its
   NodeMetric is missing/stale. Written when this instance has not written the node yet, when
@@ -197,6 +200,31 @@ class SLOControllers:
         self.writes.labels("NodeSLO", "ok").inc()
         return True
 
+    async def delete_orphan_nodeslo(self, name: str) -> bool:
+        """Delete the NodeSLO of node ``name``, which is gone; True if a delete was sent.
+
+        Skipped when there is no such NodeSLO, or when it is owned by a Node and the source
+        garbage-collects owned objects. A 404 (already deleted) counts as done.
+
+        Raises:
+            WriteError: the source refused the delete (other than 404).
+        """
+        current = self.cache.objects.get("NodeSLO", {}).get(name)
+        if current is None:
+            return False
+        owners = (current.get("metadata") or {}).get("ownerReferences") or []
+        owned = any(isinstance(o, dict) and o.get("kind") == "Node" for o in owners)
+        if owned and self.source.owner_gc:
+            return False
+        try:
+            await self.source.delete("NodeSLO", name)
+        except WriteError as exc:
+            if exc.status != 404:
+                raise
+        log.info("node %s is gone: deleted its NodeSLO", name)
+        self.writes.labels("NodeSLODelete", "ok").inc()
+        return True
+
     # ------------------------------------------------------------------ batch resources
     def strategy_for(self, node: NodeState) -> dict[str, Any]:
         """The merged colocation strategy of ``node``."""
@@ -273,6 +301,12 @@ class SLOControllers:
             node = self.cache.nodes.get(name)
             if node is None:
                 self.last_synced.pop(name, None)
+                try:
+                    await self.delete_orphan_nodeslo(name)
+                except WriteError as exc:
+                    log.warning("deleting NodeSLO of gone node %s failed: %s", name, exc)
+                    self.writes.labels("NodeSLODelete", "error").inc()
+                    self.dirty.add(name)
                 continue
             for sync, what in ((self.sync_nodeslo, "NodeSLO"), (self.sync_node_resources, "NodeStatus")):
                 try:
@@ -286,7 +320,7 @@ class SLOControllers:
         """Reload the config if it changed, then reconcile the dirty nodes (all nodes if ``full``)."""
         if self.config_changed:
             self.reload_config()
-        names = set(self.cache.nodes) if full else self.dirty
+        names = set(self.cache.nodes) | set(self.cache.objects.get("NodeSLO", {})) if full else self.dirty
         self.dirty = set()
         await self.reconcile(names)
 

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from app.api.labelselector import SelectorError, selector_matches
 from app.api.quantity import QuantityError, parse
 from app.api.slo import (
     CPUBurstStrategy,
@@ -36,7 +37,6 @@ from app.api.slo import (
     SystemStrategy,
 )
 from app.manager.mergecfg import merge_cfg
-from app.manager.selector import SelectorError, selector_matches
 from app.server.wire import describe_validation_error
 
 ANNOTATION_NODE_BANDWIDTH = "node.koordinator.sh/network-bandwidth"

@@ -58,6 +58,10 @@ class Source(ABC):
     once, ``await stop()`` ends the background work.
     """
 
+    #: True when the backend deletes objects whose ownerReferences name a deleted owner (the API
+    #: server's garbage collector); controllers then need not delete such objects themselves.
+    owner_gc: bool = False
+
     @abstractmethod
     async def start(self, sink: EventSink) -> None:
         """Begin listing and watching; deliver events into ``sink`` on the running loop."""
@@ -103,6 +107,18 @@ class Source(ABC):
 
         Raises:
             WriteError: unknown kind, or the write failed.
+        """
+        raise WriteError(f"{self.description} does not support writes", 405)
+
+    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        """Delete object ``name`` of ``kind`` (in ``namespace`` for namespaced kinds, "default" when None).
+
+        The deletion reaches the sink as a DELETED watch event. Used by the NodeSLO controller
+        to drop NodeSLOs of nodes that are gone (upstream relies on the ownerReference's
+        garbage collection, which the embedded mode does not have).
+
+        Raises:
+            WriteError: unknown kind or object (status 404), or the delete failed.
         """
         raise WriteError(f"{self.description} does not support writes", 405)
 

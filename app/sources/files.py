@@ -14,6 +14,11 @@ Embedded-mode conventions:
   seconds, so it never expires.
 - ``bind`` records the binding in memory (it survives file reloads) and delivers the bound pod as
   a MODIFIED event, as a watch would after a real binding.
+- ``delete`` removes the object in memory and delivers a DELETED event. An object written through
+  this source (``create_or_update``) stays deleted. An object some file holds stays deleted as long
+  as that file's version of the object is unchanged (compared as canonical JSON): editing the
+  object in its file brings it back, removing it from the files forgets the deletion. The files
+  themselves are never written.
 """
 
 from __future__ import annotations
@@ -153,6 +158,9 @@ class FileSource(Source):
         self._stamped: set[str] = set()  # NodeMetric keys re-stamped by us
         self._created: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> objects written through us
         self._patches: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> composed merge patch
+        self._raw: dict[str, dict[str, Any]] = {}  # kind -> key -> object as the files hold it (last load)
+        #: kind -> key -> canonical JSON of the file's version when deleted (None: no file held it).
+        self._deleted: dict[str, dict[str, bytes | None]] = {}
         #: Evictions recorded (embedded mode never kills): namespace, name, uid, reason, time.
         self.evictions: list[dict[str, str]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -193,6 +201,8 @@ class FileSource(Source):
     # ------------------------------------------------------------------ loading
     def _prepare(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
         now = format_time(time.time())
+        self._raw = {kind: dict(objs) for kind, objs in loaded.items()}
+        self._hide_deleted(loaded)
         for kind, created in self._created.items():
             loaded.setdefault(kind, {}).update(created)
         for kind, patches in self._patches.items():
@@ -211,9 +221,21 @@ class FileSource(Source):
         for key, metric in loaded.get("NodeMetric", {}).items():
             status = metric.get("status")
             if isinstance(status, dict) and not status.get("updateTime"):
-                metric["status"] = {**status, "updateTime": now}
+                loaded["NodeMetric"][key] = {**metric, "status": {**status, "updateTime": now}}
                 self._stamped.add(key)
         return loaded
+
+    def _hide_deleted(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> None:
+        """Drop from ``loaded`` the objects deleted through us whose file version is unchanged; forget
+        deletions whose object a file changed, added or no longer holds."""
+        for kind, tombstones in self._deleted.items():
+            objs = loaded.get(kind, {})
+            for key, fingerprint in list(tombstones.items()):
+                fresh = objs.get(key)
+                if fresh is not None and fingerprint is not None and _fingerprint(fresh) == fingerprint:
+                    del objs[key]
+                else:
+                    del tombstones[key]
 
     def _deliver(self, loaded: dict[str, dict[str, dict[str, Any]]], initial: bool = False) -> None:
         assert self._sink is not None
@@ -368,6 +390,35 @@ class FileSource(Source):
         self._store(kind, key, obj)
         return obj
 
+    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        """Delete the in-memory object and deliver a DELETED event on the next loop turn.
+
+        Patches, bindings and writes through this source for the object are dropped; see the
+        module docstring for how long the deletion of an object held by a file lasts.
+
+        Raises:
+            WriteError: unknown kind or object (status 404).
+        """
+        info = KINDS.get(kind)
+        if info is None:
+            raise WriteError(f"unknown kind {kind}", 404)
+        key = f"{namespace or 'default'}/{name}" if info.namespaced else name
+        current = self._objects.get(kind, {}).pop(key, None)
+        if current is None:
+            raise WriteError(f'{info.plural} "{name}" not found', 404)
+        raw = self._raw.get(kind, {}).get(key)
+        self._deleted.setdefault(kind, {})[key] = _fingerprint(raw) if raw is not None else None
+        self._created.get(kind, {}).pop(key, None)
+        self._patches.get(kind, {}).pop(key, None)
+        if kind == "Pod":
+            self._adopted.pop(key, None)
+            self._bindings.pop(key, None)
+        if kind == "NodeMetric":
+            self._stamped.discard(key)
+        sink = self._sink
+        if sink is not None and kind in self.kinds:
+            asyncio.get_running_loop().call_soon(sink.apply, Event(kind, EventType.DELETED, current))
+
     async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
         """Record the eviction (log and :attr:`evictions`); the pod stays and nothing is killed.
 
@@ -380,6 +431,11 @@ class FileSource(Source):
         record = {"namespace": namespace, "name": name, "uid": uid, "reason": reason, "time": format_time(time.time())}
         self.evictions.append(record)
         log.warning("eviction of pod %s recorded, not executed (embedded mode): %s", key, reason)
+
+
+def _fingerprint(obj: dict[str, Any]) -> bytes:
+    """Canonical JSON of ``obj`` (sorted keys), to tell whether a file's version of an object changed."""
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=str)
 
 
 def _bound(pod: dict[str, Any], node: str, now: str) -> dict[str, Any]:

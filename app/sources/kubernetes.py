@@ -491,6 +491,8 @@ class KubernetesSource(Source):
             is not given).
     """
 
+    owner_gc = True  # the API server garbage-collects owned objects (NodeSLOs of deleted Nodes)
+
     #: ``limit`` of each LIST page (client-go's pager uses 500); 0 disables pagination.
     list_page_size: int = 500
 
@@ -706,6 +708,14 @@ class KubernetesSource(Source):
                 cmeta[field] = meta[field]
         updated = {**current, "metadata": cmeta, "spec": obj.get("spec", current.get("spec"))}
         return await self._call("PUT", path, updated, "application/json")
+
+    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        """DELETE the object (foreground garbage collection is left to the API server's default).
+
+        Raises:
+            WriteError: unknown kind or object (status 404), or any other refusal.
+        """
+        await self._call("DELETE", self._object_path(kind, name, namespace), None, "application/json")
 
     async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
         """POST a policy/v1 ``Eviction`` to ``pods/{name}/eviction`` with a uid precondition.

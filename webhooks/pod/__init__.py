@@ -1,6 +1,10 @@
 """Pod admission: ClusterColocationProfile mutation and QoS/priority validation (``/mutate-pod``, ``/validate-pod``).
 
-Upstream: ``pkg/webhook/pod/mutating`` and ``pkg/webhook/pod/validating`` of koordinator-sh/koordinator.
+``/validate-pod`` also runs the ElasticQuota pod checks (:mod:`webhooks.pod.quota`: no pods in
+parent quotas, immutable ``preemptible`` label).
+
+Upstream: ``pkg/webhook/pod/mutating``, ``pkg/webhook/pod/validating`` and
+``pkg/webhook/elasticquota/pod_check.go`` of koordinator-sh/koordinator.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.api.koordext import LABEL_POD_PRIORITY, LABEL_POD_QOS
+from app.api.labelselector import SelectorError, selector_is_empty, selector_matches
 from app.cache.snapshot import ClusterCache
-from app.manager.selector import SelectorError, selector_is_empty, selector_matches
 from webhooks.pod.podview import decode_pod
 from webhooks.pod.resources import rewrite_resources
 from webhooks.pod.strategicmerge import strategic_merge

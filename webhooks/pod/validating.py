@@ -11,8 +11,11 @@ Follows ``clusterColocationProfileValidatingPod`` of upstream's
 - LSR and LSE pods must request cpu, in whole cores.
 
 Violations are answered as upstream's ``admission.Errored(400, aggregate)``: ``allowed: false``,
-code 400 and the aggregated message. Requests for other resources, subresources, DELETE and
-CONNECT are allowed.
+code 400 and the aggregated message. When those pass, the ElasticQuota checks of
+:mod:`webhooks.pod.quota` run (upstream's ``QuotaMetaChecker.ValidatePod``, next in the handler):
+no pods in parent quotas, immutable ``quota.scheduling.koordinator.sh/preemptible`` label, also
+answered as ``Errored(400, err)``. Requests for other resources, subresources, DELETE and CONNECT
+are allowed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, error
 from webhooks.pod.fielderrors import FieldError, aggregate, forbidden, immutable, invalid, required
 from webhooks.pod.mutating import is_pod_request
 from webhooks.pod.podview import decode_pod, labels_of, raw_priority_class, raw_qos
+from webhooks.pod.quota import validate_add_pod, validate_update_pod
 from webhooks.registry import WebhookContext
 
 #: (QoS class, priority classes it cannot be combined with), in upstream's order of checks.
@@ -76,10 +80,18 @@ def validate(req: AdmissionRequest, ctx: WebhookContext) -> AdmissionResponse:
         return allow(req.uid)
     pod, info = decode_pod(req.object)
     errs: list[FieldError] = []
+    old: dict[str, Any] | None = None
     if req.operation == "UPDATE":
         old, _ = decode_pod(req.oldObject, "oldObject")
         errs += validate_update(old, pod)
     errs += validate_pod(pod, info.requests)
     if errs:
         return errored(req.uid, aggregate(errs), 400)
+    namespace = (pod.get("metadata") or {}).get("namespace") or req.namespace or "default"
+    if old is not None:
+        refusal = validate_update_pod(old, pod, namespace, ctx.cache)
+    else:
+        refusal = validate_add_pod(pod, namespace, ctx.cache)
+    if refusal:
+        return errored(req.uid, refusal, 400)
     return allow(req.uid)
