@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from app.sim.experiment import events_for, load_trace  # noqa: E402
 from app.sim.fragmentation import deviceshare_fragmentation  # noqa: E402
-from app.sim.policies import POLICIES, builtin_policy  # noqa: E402
+from app.sim.policies import POLICIES, builtin_policy, with_trace_workload  # noqa: E402
 from app.sim.run import Simulation  # noqa: E402
 from app.sim.service import InProcessService  # noqa: E402
 
@@ -52,7 +52,7 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
     """One run of ``policy_name``; the JSON record described in the module docstring."""
     trace = load_trace(args.nodes, args.pods, "static")
     events = events_for(trace, "static", args.seed, args.inflate)[: args.limit or None]
-    policy = builtin_policy(policy_name)
+    policy = with_trace_workload(builtin_policy(policy_name), trace.pods)  # as run_one does
     with InProcessService(policy.config) as service:
         sim = Simulation(service, trace.nodes, policy, args.seed, deviceshare_fragmentation(trace.pods))
         sim.load_cluster()
