@@ -10,6 +10,15 @@ What it measures
     FragmentationAware workload is learned from those pods (151 distinct shapes on the default trace).
     HTTP is not included (see bench/extender.py for the wire overhead).
 
+    FragmentationAware memoises per node row (GPU terms and the before-placement fragmentation) and
+    recomputes only rows that changed, so it also reports:
+
+    - ``score_churn``: score latency when every call follows one more trace pod bound through
+      Reserve (one row changes per call, the learned workload is rebuilt every 2 % of the window),
+      the pattern of ``koord sim``;
+    - ``score_cold``: score latency with the per-row memo emptied first (the first call after a
+      workload rebuild).
+
 Run from the repository root::
 
     .venv/bin/python bench/deviceshare.py [--calls 300] [--pods 4000]
@@ -35,6 +44,7 @@ from app.cache.podinfo import parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import Handle, NodeBatch
+from app.plugins.deviceshare.fragmentation import RowMemo
 from app.plugins.deviceshare.plugin import new_device_share
 from app.sources.events import Event, EventType
 
@@ -103,20 +113,24 @@ def build(strategy: str, pods: int) -> tuple[ClusterCache, Any, list[str]]:
     plugin = new_device_share(args, Handle(cache))
     rng = np.random.default_rng(7)
     for i, (cpu, mem, gpus, milli) in enumerate(trace_pods(pods)):
-        obj = pod_obj(f"bound-{i}", cpu, mem, gpus, milli)
-        cache.apply(Event("Pod", EventType.ADDED, obj))
-        info = cache.pods[obj["metadata"]["uid"]]
-        state = CycleState(0.0)
-        plugin.pre_filter(state, info)
-        for _ in range(8):
-            target = names[int(rng.integers(len(names)))]
-            rows, _ = cache.table.rows_of([target])
-            if plugin.filter_nodes(state, info, NodeBatch(rows, [target])):
-                continue
-            assumed = cache.assume(info, target)
-            plugin.reserve(state, assumed, target)
-            break
+        place(cache, plugin, names, pod_obj(f"bound-{i}", cpu, mem, gpus, milli), rng)
     return cache, plugin, names
+
+
+def place(cache: ClusterCache, plugin: Any, names: list[str], obj: dict[str, Any], rng: np.random.Generator) -> None:
+    """Add pod ``obj`` and bind it through Reserve on the first of 8 random nodes that passes Filter."""
+    cache.apply(Event("Pod", EventType.ADDED, obj))
+    info = cache.pods[obj["metadata"]["uid"]]
+    state = CycleState(0.0)
+    plugin.pre_filter(state, info)
+    for _ in range(8):
+        target = names[int(rng.integers(len(names)))]
+        rows, _ = cache.table.rows_of([target])
+        if plugin.filter_nodes(state, info, NodeBatch(rows, [target])):
+            continue
+        assumed = cache.assume(info, target)
+        plugin.reserve(state, assumed, target)
+        return
 
 
 def timed(fn: Any, calls: int) -> dict[str, float]:
@@ -125,8 +139,38 @@ def timed(fn: Any, calls: int) -> dict[str, float]:
         start = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - start) * 1000)
+    return percentiles(samples)
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50 / p99 of millisecond samples."""
     arr = np.array(samples)
     return {"p50_ms": round(float(np.percentile(arr, 50)), 3), "p99_ms": round(float(np.percentile(arr, 99)), 3)}
+
+
+def churn(cache: ClusterCache, plugin: Any, names: list[str], score: Any, calls: int, tag: str) -> dict[str, float]:
+    """Score latency when each call follows one more trace pod bound through Reserve."""
+    rng = np.random.default_rng(11)
+    extra = trace_pods(4000 + calls)[4000:] or trace_pods(calls)
+    samples = []
+    for i in range(calls):
+        cpu, mem, gpus, milli = extra[i % len(extra)]
+        place(cache, plugin, names, pod_obj(f"churn-{tag}-{i}", cpu, mem, gpus, milli), rng)
+        start = time.perf_counter()
+        score()
+        samples.append((time.perf_counter() - start) * 1000)
+    return percentiles(samples)
+
+
+def cold(plugin: Any, score: Any, calls: int) -> dict[str, float]:
+    """Score latency with FragmentationAware's per-row memo emptied before each call."""
+    samples = []
+    for _ in range(calls):
+        plugin._memo = RowMemo()
+        start = time.perf_counter()
+        score()
+        samples.append((time.perf_counter() - start) * 1000)
+    return percentiles(samples)
 
 
 def main() -> None:
@@ -140,16 +184,23 @@ def main() -> None:
         rows, _ = cache.table.rows_of(names)
         batch = NodeBatch(rows, names)
         per: dict[str, Any] = {}
+        scorers: dict[str, Any] = {}
         for label, (gpus, milli) in {"share": (1, 500), "whole": (1, 1000)}.items():
             info = parse_pod(pod_obj(f"probe-{label}", 4000, 8192, gpus, milli))
             state = CycleState(0.0)
             plugin.pre_filter(state, info)
             feasible = len(names) - len(plugin.filter_nodes(state, info, batch))
+            score = lambda i=info, s=state, p=plugin, b=batch: p.score_nodes(s, i, b)  # noqa: E731
             per[label] = {
                 "filter": timed(lambda i=info, s=state, p=plugin, b=batch: p.filter_nodes(s, i, b), opts.calls),
-                "score": timed(lambda i=info, s=state, p=plugin, b=batch: p.score_nodes(s, i, b), opts.calls),
+                "score": timed(score, opts.calls),
                 "feasible_nodes": feasible,
             }
+            if strategy == "FragmentationAware":
+                per[label]["score_cold"] = cold(plugin, score, max(10, opts.calls // 5))
+                scorers[label] = score
+        for label, score in scorers.items():  # last: churn binds more pods
+            per[label]["score_churn"] = churn(cache, plugin, names, score, opts.calls, label)
         if strategy == "FragmentationAware":
             workload = plugin.workload()
             per["workload_shapes"] = len(workload) if workload is not None else 0

@@ -387,3 +387,51 @@ def test_fragmentation_aware_over_http_ranks_nodes(tmp_path: Path) -> None:
         scores = {h["Host"]: h["Score"] for h in r.json()}
         # filling the 40% hole on "frag" removes fragmentation; "clean" would keep 600 milli usable
         assert scores == {"frag": 10, "clean": 9}
+
+
+# ---------------------------------------------------------------------- fast-path bookkeeping
+def test_gpu_table_keeps_derived_rows_and_stamps() -> None:
+    from app.plugins.deviceshare.gputable import GPUTable
+
+    used = {ANN: format_allocations([GPUAllocation(1, {CORE: 30, RATIO: 60, MEM: 4 * GI})])}
+    cache, plugin = setup(
+        [node("n", 3), device("n", 3, unhealthy=(2,)), pod("u", {CORE: "30", RATIO: "60"}, "n", used)]
+    )
+    table = plugin.devices.flush()
+    row = cache.table.row("n")
+    assert row is not None
+    rows = np.array([row])
+    # free milli: 10 * min(core, ratio) of healthy GPUs, -1 for the unhealthy one
+    assert table.free_milli(rows).tolist() == [[1000, 400, -1]]
+    assert table.live[row].tolist() == [True, True, False]
+    stamp = int(table.version[row])
+    assert stamp > 0
+    cache.apply(Event("Pod", EventType.DELETED, pod("u", {CORE: "30", RATIO: "60"}, "n", used)))
+    table = plugin.devices.flush()
+    assert int(table.version[row]) > stamp  # the row was rewritten
+    assert table.free_milli(rows).tolist() == [[1000, 1000, -1]]
+    empty = GPUTable()
+    empty.ensure(2, 1)
+    assert empty.free_milli(np.array([0, 1])).tolist() == [[-1], [-1]]
+
+
+def test_row_memo_recomputes_only_changed_rows_and_resets_on_a_new_workload() -> None:
+    from app.plugins.deviceshare.fragmentation import RowMemo, usable
+
+    wl = Workload.from_shapes([PodShape(0, 0, 500), PodShape(0, 0, 1000), PodShape(0, 0, 300)])
+    free = np.array([[1000, 300], [500, -1], [0, 0]], dtype=np.int64)
+    rows = np.array([4, 0, 2], dtype=np.int64)
+    memo = RowMemo()
+    stamps = np.array([1, 1, 1], dtype=np.int64)
+    got = memo.get(wl, rows, stamps, free)
+    want = usable(wl, free)
+    assert memo.recomputed == 3
+    assert np.array_equal(got.total[got.rows(np.arange(3))], want.total)
+    assert np.array_equal(np.take(got.u_t, got.rows(np.arange(3)), axis=1), want.u_t)
+    free2 = free.copy()
+    free2[1] = [200, -1]
+    got = memo.get(wl, rows, np.array([1, 2, 1]), free2)
+    assert memo.recomputed == 4  # only the row whose stamp changed
+    assert np.array_equal(np.take(got.cnt_t, got.rows(np.arange(3)), axis=1), usable(wl, free2).cnt_t)
+    memo.get(Workload.from_shapes([PodShape(0, 0, 500)]), rows, np.array([1, 2, 1]), free2)
+    assert memo.recomputed == 7  # a new workload recomputes everything

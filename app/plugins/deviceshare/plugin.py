@@ -8,6 +8,9 @@
 - Score: LeastAllocated / MostAllocated (``scoreNode``, then ``DefaultNormalizeScore``), or our
   FragmentationAware (:mod:`.fragmentation`): the growth of the node's expected fragmentation if the
   pod goes to its best GPU(s) there, mapped to 0..100 by rank (default) or by the paper's sigmoid.
+  Per-row GPU terms, the before-placement fragmentation and the node's GPU model index are
+  memoised and recomputed only for rows whose ``GPUTable.version`` changed (Reserve, pod and Device
+  events) or after the learned workload is rebuilt.
 - Reserve: choose minors (upstream order: per-GPU score desc, then minor; FragmentationAware puts a
   share on the GPU with the least fragmentation growth) and account them at once; Unreserve undoes.
 - PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``source.patch`` (the source is
@@ -36,7 +39,8 @@ from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
 from app.plugins.deviceshare.devicecache import DeviceCache
-from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement
+from app.plugins.deviceshare.fragmentation import PodShape, RowMemo, Workload, best_placement
+from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
 from app.plugins.deviceshare.summary import node_summary
@@ -51,6 +55,8 @@ NAME = "DeviceShare"
 ERR_INSUFFICIENT_GPU = f"Insufficient {n.GPU} devices"
 _STATE = NAME
 _ALLOC = NAME + "/allocation"
+_UNRESOLVABLE_GPU = Status.unresolvable(ERR_INSUFFICIENT_GPU)
+_INSUFFICIENT_GPU = Status.unschedulable(ERR_INSUFFICIENT_GPU)
 #: Score step between consecutive ranks of FragmentationAware's Rank mapping (extender buckets are 10 wide).
 RANK_STEP = 10
 #: Times a deferred annotation write is retried.
@@ -77,6 +83,13 @@ class DeviceShare:
         self._pending: dict[str, tuple[str, str, str, int]] = {}  # uid -> (namespace, name, value, attempts)
         self._tasks: set[asyncio.Task[None]] = set()
         self.devices = DeviceCache(handle.cache, on_pod_seen=self._pod_seen)
+        # FragmentationAware memos, keyed by GPUTable.version stamps: per-row GPU terms of the current
+        # workload, and per-row GPU model index (models change only with a row rewrite)
+        self._memo = RowMemo()
+        self._model_index: dict[str, int] = {}
+        self._model_names: list[str] = []
+        self._row_model = np.zeros(0, dtype=np.int64)
+        self._row_model_stamp = np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ events
     def _pod_seen(self, pod: PodInfo) -> None:
@@ -123,8 +136,17 @@ class DeviceShare:
     def _fits(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
         """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
         table = self.devices.flush()
+        if removed is None or not any(removed):
+            fits = table.live[rows]  # healthy & some free resource, precomputed per row
+            if req.core:
+                fits &= table.core_free[rows] >= req.core
+            if req.ratio:
+                fits &= table.ratio_free[rows] >= req.ratio
+            if req.memory:
+                fits &= table.mem_free[rows] >= req.memory
+            return fits
         core, ratio, mem = table.core_free[rows], table.ratio_free[rows], table.mem_free[rows]
-        if removed is not None and any(removed):
+        if any(removed):
             core, ratio, mem = core.copy(), ratio.copy(), mem.copy()
             for i, victims in enumerate(removed):
                 for victim in victims:
@@ -164,10 +186,9 @@ class DeviceShare:
         failures: FilterFailures = {}
         no_gpu = has & (table.gpu_count[rows] == 0)
         short = has & ~no_gpu & (count < req.count)
-        for pos in np.flatnonzero(no_gpu).tolist():
-            failures[pos] = Status.unresolvable(ERR_INSUFFICIENT_GPU)
-        for pos in np.flatnonzero(short).tolist():
-            failures[pos] = Status.unschedulable(ERR_INSUFFICIENT_GPU)
+        # Status is immutable: failing nodes share one per reason (no per-node allocation)
+        failures.update(dict.fromkeys(np.flatnonzero(no_gpu).tolist(), _UNRESOLVABLE_GPU))
+        failures.update(dict.fromkeys(np.flatnonzero(short).tolist(), _INSUFFICIENT_GPU))
         if req.shared and self.args.unsupported_models:
             for pos, name in enumerate(nodes.names):
                 node = self.handle.cache.nodes.get(name)
@@ -202,34 +223,57 @@ class DeviceShare:
         return normalize(scores)
 
     def _fragmentation_delta(self, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> npt.NDArray[np.float64]:
-        """(N,) fragmentation growth (GPU milli) of the best placement per node; +inf where none."""
+        """(N,) fragmentation growth (GPU milli) of the best placement per node; +inf where none.
+
+        The GPU terms of each node (:class:`RowMemo`) and its model index are memoised per table row
+        and recomputed only for rows whose ``GPUTable.version`` changed (or after a workload rebuild).
+        """
         rows = nodes.rows
-        if self.learner is not None and self.args.workload is None:
+        if self.learner is not None and self.args.workload is None and pod.uid and not self.learner.seen(pod.uid):
             shape = pod_shape(pod, self.handle.cache.pod_objects.get(pod.uid))
-            if shape is not None and pod.uid:
+            if shape is not None:
                 self.learner.observe(pod.uid, shape)
         workload = self.workload()
         fits = self._fits(req, rows, nodes.removed)
         if workload is None:
-            workload = Workload([], np.zeros(0))
+            workload = _NO_WORKLOAD
+        table = self.devices.table
         cache = self.handle.cache
         alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
         alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
+        free = table.milli[rows]
+        access = None
+        if workload.constrained:
+            access = workload.access_table(self._model_names_now(table, rows, nodes.names))[self._row_model[rows]]
+        terms = self._memo.get(workload, rows, table.version[rows], free) if len(workload.group_per) else None
         placement = best_placement(
-            workload,
-            shape,
-            alloc_cpu - req_cpu,
-            alloc_mem - req_mem,
-            self.devices.table.free_milli(rows),
-            self.devices.models_of(nodes.names),
-            fits,
+            workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), fits, access=access, gpu_terms=terms
         )
         if req.milli() >= 1000 or req.count > 1 or req.milli() == 0:
             # whole GPUs (or shares over several GPUs, or bytes only): feasibility is the filter's count test
             ok = fits.sum(axis=1) >= req.count
             return np.where(ok & np.isfinite(placement.delta), placement.delta, np.where(ok, 0.0, np.inf))
         return placement.delta
+
+    def _model_names_now(self, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]) -> list[str]:
+        """Refresh the per-row model index of ``rows`` whose table stamp changed; return the index's names
+        (``self._row_model[row]`` indexes them)."""
+        if len(self._row_model) < table.capacity:
+            grow = table.capacity - len(self._row_model)
+            self._row_model = np.concatenate([self._row_model, np.zeros(grow, dtype=np.int64)])
+            self._row_model_stamp = np.concatenate([self._row_model_stamp, np.full(grow, -1, dtype=np.int64)])
+        stamps = table.version[rows]
+        stale = np.flatnonzero(self._row_model_stamp[rows] != stamps)
+        for pos in stale.tolist():
+            model = self.devices.models.get(names[pos], "")
+            index = self._model_index.get(model)
+            if index is None:
+                index = self._model_index[model] = len(self._model_names)
+                self._model_names.append(model)
+            self._row_model[rows[pos]] = index
+        self._row_model_stamp[rows[stale]] = stamps[stale]
+        return self._model_names
 
     def _map_delta(self, delta: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
         finite = np.isfinite(delta)
@@ -241,9 +285,11 @@ class DeviceShare:
                 sig = 1.0 / (1.0 + np.exp(np.clip(delta[finite] / 1000.0, -700, 700)))
             out[finite] = (sig * MAX_NODE_SCORE).astype(np.int64)
             return out
-        levels, rank = np.unique(np.round(delta[finite], 3), return_inverse=True)
-        out[finite] = np.maximum(0, MAX_NODE_SCORE - RANK_STEP * rank.astype(np.int64))
-        del levels
+        rounded = np.round(delta[finite], 3)
+        # rank = index among the distinct levels; ranks past MAX_NODE_SCORE // RANK_STEP all score 0
+        levels = np.unique(rounded)[: MAX_NODE_SCORE // RANK_STEP + 1]
+        rank = np.searchsorted(levels, rounded).astype(np.int64)
+        out[finite] = np.maximum(0, MAX_NODE_SCORE - RANK_STEP * rank)
         return out
 
     # ------------------------------------------------------------------ reserve
@@ -256,7 +302,7 @@ class DeviceShare:
             return None
         if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
             nodes = NodeBatch(rows, [node])
-            workload = self.workload() or Workload([], np.zeros(0))
+            workload = self.workload() or _NO_WORKLOAD
             cache = self.handle.cache
             alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
             alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
@@ -368,6 +414,10 @@ class DeviceShare:
         if nd is None:
             return error_response(f"cannot find node {nodeName}", 404)
         return node_summary(nd)
+
+
+#: The workload used before any pod was seen (every GPU milli counts as fragment only with weights).
+_NO_WORKLOAD = Workload([], np.zeros(0))
 
 
 def _fill_memory(per_gpu: dict[str, int], total_memory: int) -> dict[str, int]:

@@ -65,6 +65,10 @@ class WorkloadLearner:
     def __len__(self) -> int:
         return len(self._pods)
 
+    def seen(self, uid: str) -> bool:
+        """Whether pod ``uid`` is in the window."""
+        return uid in self._pods
+
     def observe(self, uid: str, shape: PodShape) -> None:
         """Count pod ``uid`` once; the oldest pod leaves when the window is full."""
         if not uid or uid in self._pods:
