@@ -12,8 +12,10 @@ kubepods root: a pod uid or container id that would escape it raises :class:`Cgr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -340,3 +342,153 @@ def read_cpuset(layout: CgroupLayout, rel_dir: str) -> list[int]:
     if not text and layout.version == CgroupVersion.V2:
         text = read_text(d / "cpuset.cpus.effective")
     return parse_cpuset(text)
+
+
+class OpenFiles:
+    """Files read every round, kept open and re-read with ``pread`` at offset 0.
+
+    Opening a cgroup or proc file (path lookup in kernfs) costs several times more than reading it;
+    a seq_file read at offset 0 regenerates the content, so a kept descriptor always yields fresh
+    values. At most ``limit`` descriptors are kept (further files are opened per read); a read that
+    fails on a kept descriptor (the cgroup was removed) closes it and retries once with a fresh open.
+
+    Args:
+        limit: most descriptors kept open (default: a quarter of the soft ``RLIMIT_NOFILE``, at most 4096).
+    """
+
+    def __init__(self, limit: int | None = None) -> None:
+        if limit is None:
+            try:
+                import resource
+
+                soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            except (ImportError, OSError, ValueError):
+                soft = 1024
+            limit = min(max(soft // 4, 64), 4096) if soft > 0 else 4096
+        self.limit = limit
+        self._fds: dict[str, int] = {}
+
+    def read(self, path: str, size: int = 65536) -> bytes:
+        """The content of ``path`` (at most ``size`` bytes).
+
+        Raises:
+            OSError: the file is missing or unreadable.
+        """
+        fd = self._fds.get(path)
+        if fd is not None:
+            try:
+                return os.pread(fd, size, 0)
+            except OSError:
+                self._close(path)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.pread(fd, size, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        if len(self._fds) < self.limit:
+            self._fds[path] = fd
+        else:
+            os.close(fd)
+        return data
+
+    def _close(self, path: str) -> None:
+        fd = self._fds.pop(path, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def retain(self, keep: Callable[[str], bool]) -> None:
+        """Close the descriptors of paths for which ``keep(path)`` is False (pods that went away)."""
+        for path in [p for p in self._fds if not keep(p)]:
+            self._close(path)
+
+    def close(self) -> None:
+        """Close every kept descriptor."""
+        for path in list(self._fds):
+            self._close(path)
+
+    def __len__(self) -> int:
+        return len(self._fds)
+
+
+def parse_memory_stat(data: bytes, keys: tuple[bytes, ...]) -> int:
+    """Sum of ``keys`` in a ``memory.stat`` content, bytes (missing keys count 0).
+
+    Raises:
+        ValueError: a value is not an integer.
+    """
+    total = 0
+    for key in keys:
+        i = data.find(key)
+        while i > 0 and data[i - 1] != 10:  # not at a line start: a longer name ends with this key
+            i = data.find(key, i + 1)
+        if i < 0:
+            continue
+        end = data.find(b"\n", i)
+        total += int(data[i + len(key) : end if end >= 0 else None])
+    return total
+
+
+class CgroupStatReader:
+    """Reads cpu time and memory working set of cgroup dirs through :class:`OpenFiles`, with the absolute
+    paths of each dir computed (and checked to stay under kubepods) once.
+
+    Args:
+        layout: the node's cgroup layout.
+        files: the descriptor cache (a new one by default).
+    """
+
+    def __init__(self, layout: CgroupLayout, files: OpenFiles | None = None) -> None:
+        self.layout = layout
+        self.files = files or OpenFiles()
+        self._paths: dict[str, tuple[str, str]] = {}
+        v1 = layout.version == CgroupVersion.V1
+        self._mem_keys = tuple(k + b" " for k in (_V1_MEM_KEYS if v1 else _V2_MEM_KEYS))
+
+    def paths(self, rel_dir: str) -> tuple[str, str]:
+        """``(cpu usage file, memory.stat)`` of ``rel_dir``.
+
+        Raises:
+            CgroupPathError: ``rel_dir`` leaves the kubepods root.
+        """
+        found = self._paths.get(rel_dir)
+        if found is None:
+            if self.layout.version == CgroupVersion.V1:
+                cpu = str(self.layout.dir_path("cpuacct", rel_dir) / "cpuacct.usage")
+            else:
+                cpu = str(self.layout.dir_path("cpu", rel_dir) / "cpu.stat")
+            found = self._paths[rel_dir] = (cpu, str(self.layout.dir_path("memory", rel_dir) / "memory.stat"))
+        return found
+
+    def cpu_ns(self, rel_dir: str) -> int:
+        """Cumulative CPU time of ``rel_dir``, nanoseconds (as :func:`read_cpu_usage_ns`).
+
+        Raises:
+            OSError: the cgroup or file is missing. CgroupPathError: the dir leaves kubepods.
+        """
+        data = self.files.read(self.paths(rel_dir)[0])
+        if self.layout.version == CgroupVersion.V1:
+            return int(data)
+        for line in data.splitlines():
+            if line.startswith(b"usage_usec "):
+                return int(line.split()[1]) * 1000
+        raise OSError(f"no usage_usec in {rel_dir}/cpu.stat")
+
+    def memory(self, rel_dir: str) -> int:
+        """Memory working set of ``rel_dir``, bytes (as :func:`read_memory_working_set`).
+
+        Raises:
+            OSError: the cgroup or file is missing. CgroupPathError: the dir leaves kubepods.
+        """
+        return parse_memory_stat(self.files.read(self.paths(rel_dir)[1]), self._mem_keys)
+
+    def retain(self, rel_dirs: set[str]) -> None:
+        """Forget paths and close descriptors of dirs not in ``rel_dirs``."""
+        gone = [d for d in self._paths if d not in rel_dirs]
+        if not gone:
+            return
+        dropped: set[str] = set()
+        for d in gone:
+            dropped.update(self._paths.pop(d))
+        self.files.retain(lambda p: p not in dropped)

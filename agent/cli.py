@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+#: Set in the environment once ``koord agent`` re-executed into ``python -m agent`` (never twice).
+LEAN_ENV = "KOORD_AGENT_LEAN"
+
+
+def reexec_lean() -> None:
+    """When started as ``koord agent ...``, replace this process (same pid) by ``python -P -m agent ...`` with the
+    same arguments: ``koord`` imports every command's dependencies, ~25 MB the agent never uses. Does nothing
+    when already lean, when not started by the ``koord`` script (tests invoke the command in-process), or
+    when the exec fails (the agent then runs here)."""
+    if os.environ.get(LEAN_ENV) or Path(sys.argv[0]).name != "koord" or sys.argv[1:2] != ["agent"]:
+        return
+    os.environ[LEAN_ENV] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, "-P", "-m", "agent", *sys.argv[2:]])
+    except OSError:
+        return
 
 
 def agent(
@@ -47,6 +68,7 @@ def agent(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
+    reexec_lean()
     import logging
     import signal
     import threading

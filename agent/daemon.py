@@ -39,11 +39,11 @@ from agent.qos.context import (
 from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
+from agent.quantity import QuantityError, milli_value, parse_resource_list
 from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
 from agent.states.nodeslo import merged_spec
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
-from app.api.quantity import QuantityError, milli_value, parse_resource_list
 
 log = logging.getLogger("agent")
 
@@ -73,6 +73,8 @@ class AgentConfig:
         interval: collection and QoS interval (upstream 1 s).
         states_interval: how often pods / NodeSLO are fetched again.
         report_interval: override of the NodeMetric report interval (None: from the NodeMetric spec, >= 30 s).
+        reconcile_interval: isolation writes are planned again only when pods, their resources or the NodeSLO
+            change; every ``reconcile_interval`` the files are read again and drift is repaired.
         proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``.
     """
 
@@ -80,6 +82,7 @@ class AgentConfig:
     interval: float = 1.0
     states_interval: float = 5.0
     report_interval: float | None = None
+    reconcile_interval: float = 30.0
     dry_run: bool = False
     features: set[str] = field(default_factory=lambda: {k for k, v in DEFAULT_FEATURES.items() if v})
     proc: Path = Path("/proc")
@@ -171,7 +174,14 @@ class Agent:
         self._memory_evict_at = -1e18
         self._cpu_evict_at = -1e18
         self._pod_labels: set[tuple[str, str, str]] = set()
+        self._pod_gauges: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self.reports = 0
+        #: bumped whenever pods, the NodeSLO or the capacity are rebuilt from the states
+        self.generation = 0
+        self._derived: tuple[list[PodMeta], dict[str, PodMeta], list[PodMeta]] = ([], {}, [])
+        self._isolation_at = -1e18
+        self._reconciled_at = -1e18
+        self._isolation_pending = False
 
     def _machine_memory(self) -> int:
         try:
@@ -202,6 +212,7 @@ class Agent:
         if not changed and self.pods:
             return
         self.pods = [pod_meta(p, self.layout) for p in self.states.pods]
+        self.generation += 1
         self.slo = merged_spec(self.states.node_slo)
         self.capacity = node_capacity(self.states.node, len(self.processors) * 1000, self._machine_memory())
         self.policy = CollectPolicy.from_node_metric(self.states.node_metric)
@@ -209,6 +220,12 @@ class Agent:
         for key in self.cache.keys("pod_"):
             if key.split("/", 1)[1] not in live:
                 self.cache.drop(key)
+
+    def _pod_views(self) -> tuple[dict[str, PodMeta], list[PodMeta]]:
+        """``(pods by uid, active pods)`` of :attr:`pods`, computed again only when the list is replaced."""
+        if self._derived[0] is not self.pods:
+            self._derived = (self.pods, {p.uid: p for p in self.pods}, [p for p in self.pods if p.active])
+        return self._derived[1], self._derived[2]
 
     def collect(self, now: float) -> None:
         """Node, pod and BE usage into the metric cache and the gauges."""
@@ -227,26 +244,32 @@ class Agent:
         sample = self.pod_collector.collect(self.pods, now)
         pod_retention = self.policy.aggregate_seconds + 10 * self.config.interval
         labels: set[tuple[str, str, str]] = set()
-        by_uid = {p.uid: p for p in self.pods}
+        by_uid = self._pod_views()[0]
+        gauges = self._pod_gauges
         sum_cpu, sum_mem, all_cpu = 0.0, 0, True
         for uid, usage in sample.pods.items():
             pod = by_uid[uid]
             lab = (pod.namespace, pod.name, pod.qos.value)
             labels.add(lab)
+            children = gauges.get(lab)
+            if children is None:
+                children = gauges[lab] = (self.metrics.pod_cpu.labels(*lab), self.metrics.pod_memory.labels(*lab))
             self.cache.append(pod_memory_key(uid), now, usage.memory, retention=pod_retention)
-            self.metrics.pod_memory.labels(*lab).set(usage.memory)
+            children[1].set(usage.memory)
             sum_mem += usage.memory
             if usage.cpu is None:
                 all_cpu = False
                 continue
             self.cache.append(pod_cpu_key(uid), now, usage.cpu, retention=pod_retention)
-            self.metrics.pod_cpu.labels(*lab).set(usage.cpu)
+            children[0].set(usage.cpu)
             sum_cpu += usage.cpu
-        for lab in self._pod_labels - labels:
-            for gauge in (self.metrics.pod_cpu, self.metrics.pod_memory):
-                with contextlib.suppress(KeyError):
-                    gauge.remove(*lab)
-        self._pod_labels = labels
+        if labels != self._pod_labels:
+            for lab in self._pod_labels - labels:
+                gauges.pop(lab, None)
+                for gauge in (self.metrics.pod_cpu, self.metrics.pod_memory):
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(*lab)
+            self._pod_labels = labels
         if node_cpu is not None and all_cpu:
             self.cache.append(SYS_CPU, now, max(node_cpu - sum_cpu, 0.0))
         if node_memory is not None:
@@ -271,7 +294,7 @@ class Agent:
             interval=self.config.interval,
             layout=self.layout,
             slo=self.slo,
-            pods=[p for p in self.pods if p.active],
+            pods=self._pod_views()[1],
             cache=self.cache,
             processors=self.processors,
             capacity_cpu=cpu,
@@ -293,7 +316,7 @@ class Agent:
             self.metrics.be_suppress_ls.set(planned.ls_used_cores)
         else:
             self.executor.update_batch(planned)
-        self.executor.update_batch(self.isolation.plan(ctx))
+        self.isolate(ctx)
         if now - self._memory_evict_at >= MEMORY_EVICT_COOL_SECONDS:
             victims = be_memory_victims(ctx)
             if self._evict(victims):
@@ -302,6 +325,26 @@ class Agent:
             victims = be_cpu_victims(ctx)
             if self._evict(victims):
                 self._cpu_evict_at = now
+
+    def isolate(self, ctx: QoSContext) -> None:
+        """Hand the isolation writes to the executor when they may have changed: a new plan (pods, resources,
+        NodeSLO or node memory changed), cgroups missing at the last attempt (retried every ``states_interval``
+        seconds), or a reconcile every ``reconcile_interval`` seconds, which reads the files again to repair
+        drift. (A v1 quota clamped by its parent's is raised by the executor when the parent's rises.)"""
+        now = ctx.now
+        key = (self.generation, ctx.capacity_memory, ctx.allocatable.get("memory"))
+        writes, rebuilt = self.isolation.plan_cached(ctx, key)
+        verify = now - self._reconciled_at >= self.config.reconcile_interval
+        if not (
+            rebuilt or verify or (self._isolation_pending and now - self._isolation_at >= self.config.states_interval)
+        ):
+            return
+        missing = self.executor.missing_dirs
+        self.executor.update_batch(writes, verify=verify)
+        self._isolation_pending = self.executor.missing_dirs != missing
+        self._isolation_at = now
+        if verify:
+            self._reconciled_at = now
 
     def _evict(self, victims: list[Any]) -> bool:
         done = False

@@ -12,14 +12,15 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kubernetes.client
 import orjson
 
 from agent.states.pods import PodMeta
 from app.api.timeparse import format_time
-from app.sources.kubernetes import _close, _request, _status_message
+
+if TYPE_CHECKING:
+    import kubernetes.client
 
 log = logging.getLogger("agent.evictor")
 
@@ -88,6 +89,8 @@ class APIEvictor(Evictor):
         self.api = api
 
     def _post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        from app.sources.kubernetes import _close, _request
+
         resp = _request(self.api, "POST", path, body=body, timeout=(5.0, 30.0))
         try:
             return int(resp.status), resp.data
@@ -107,6 +110,8 @@ class APIEvictor(Evictor):
             log.warning("evicting pod %s failed: %s", pod.key, exc)
             return False
         if not 200 <= status < 300:
+            from app.sources.kubernetes import _status_message
+
             log.warning("evicting pod %s refused: HTTP %d %s", pod.key, status, _status_message(status, data))
             return False
         log.warning("evicted pod %s: %s", pod.key, reason)

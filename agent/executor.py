@@ -10,6 +10,7 @@ file of this node's cgroup version, validates bounds, skips values that are alre
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -114,6 +115,24 @@ def _from_file(layout: CgroupLayout, resource: str, text: str) -> str:
         return f"raw:{text}"
 
 
+def _is_lower(new: str, old: str) -> bool:
+    """Whether quota text ``new`` is a lower limit than ``old`` (``-1`` / ``max`` = unlimited)."""
+    try:
+        n, o = (-1 if t == "max" else int(t) for t in (new.split(" ", 1)[0], old.split(" ", 1)[0]))
+    except ValueError:
+        return False
+    return n != -1 and (o == -1 or n < o)
+
+
+def _subdirs(path: str) -> list[str]:
+    """Child dirs of ``path`` (no symlinks followed); empty when unreadable."""
+    try:
+        with os.scandir(path) as it:
+            return [e.path for e in it if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
 class CgroupExecutor:
     """Validates, de-duplicates, logs and performs cgroup writes.
 
@@ -137,45 +156,82 @@ class CgroupExecutor:
         self.recorder = recorder
         self.cache_ttl = cache_ttl
         self.planned: list[CgroupWrite] = []
-        self._cache: dict[Path, tuple[str, float]] = {}
+        self._cache: dict[str, tuple[str, float]] = {}
+        self._prepared: dict[tuple[str, str, str], tuple[Path | None, str, str] | str] = {}
+        #: v1 quota writes held below their request by the parent's quota, by file: applied again when it rises
+        self._clamped: dict[str, tuple[str, CgroupWrite]] = {}
+        #: writes skipped so far because their cgroup dir did not exist (yet)
+        self.missing_dirs = 0
         self._missing_logged: set[Path] = set()
 
     def _count(self, resource: str, result: str) -> None:
         if self.recorder is not None:
             self.recorder.cgroup_write(resource, result)
 
-    def update(self, write: CgroupWrite) -> bool:
+    def _prepare(self, write: CgroupWrite) -> tuple[Path | None, str, str] | str:
+        """``(path, canonical v1 value, text for the file)`` of a write, or why it is refused (memoised)."""
+        key = (write.resource, write.rel_dir, write.value)
+        found = self._prepared.get(key)
+        if found is not None:
+            return found
+        try:
+            canonical = _normalise(write.resource, write.value)
+            path = self.layout.file_path(write.resource, write.rel_dir)
+            result: tuple[Path | None, str, str] | str = (
+                path,
+                canonical,
+                _to_file(self.layout, write.resource, canonical),
+            )
+        except (InvalidWrite, CgroupPathError) as exc:
+            result = str(exc)
+        if len(self._prepared) >= 8192:
+            self._prepared.clear()
+        self._prepared[key] = result
+        return result
+
+    def update(self, write: CgroupWrite, *, verify: bool = False) -> bool:
         """Apply one write; True when the file was (or, in dry-run, would be) changed.
 
         Invalid writes, dirs outside kubepods and missing files are refused with a log line
         and counted, never raised: a bad input must not stop the loop or reach the kernel.
+        A value written or seen less than ``cache_ttl`` seconds ago is not read again unless ``verify``.
         """
-        try:
-            canonical = _normalise(write.resource, write.value)
-            path = self.layout.file_path(write.resource, write.rel_dir)
-        except (InvalidWrite, CgroupPathError) as exc:
-            log.warning("refusing cgroup write %s=%r in %s: %s", write.resource, write.value, write.rel_dir, exc)
+        prepared = self._prepare(write)
+        if isinstance(prepared, str):
+            log.warning("refusing cgroup write %s=%r in %s: %s", write.resource, write.value, write.rel_dir, prepared)
             self._count(write.resource, "invalid")
             return False
+        path, canonical, wanted_text = prepared
         if path is None:
             self._log_missing(Path(write.rel_dir) / write.resource, f"{write.resource} has no cgroup v2 counterpart")
             self._count(write.resource, "missing")
             return False
-        wanted_text = _to_file(self.layout, write.resource, canonical)
         now = time.monotonic()
-        cached = self._cache.get(path)
-        if cached is not None and cached[0] == wanted_text and now - cached[1] < self.cache_ttl:
+        spath = str(path)
+        cached = self._cache.get(spath)
+        if not verify and cached is not None and cached[0] == wanted_text and now - cached[1] < self.cache_ttl:
             self._count(write.resource, "unchanged")
             return False
         try:
             current_text = read_text(path)
         except OSError:
+            self._clamped.pop(spath, None)
+            if not path.parent.is_dir():
+                self.missing_dirs += 1
             self._log_missing(path, "cgroup file is missing (kernel or cgroup does not offer it)")
             self._count(write.resource, "missing")
             return False
         if self.layout.version == CgroupVersion.V1 and write.resource == "cpu.cfs_quota_us":
-            canonical = self._fit_quota(path, canonical, write.reason)
-            wanted_text = canonical
+            try:
+                own = int(current_text)
+            except ValueError:
+                own = None
+            fitted = self._fit_quota(path, canonical, write.reason, own)
+            if fitted != canonical:
+                self._clamped[spath] = (os.path.dirname(os.path.dirname(spath)), write)
+            else:
+                self._clamped.pop(spath, None)
+            canonical = wanted_text = fitted
         current = _from_file(self.layout, write.resource, current_text)
         wanted = (
             f"weight:{wanted_text}"
@@ -183,7 +239,7 @@ class CgroupExecutor:
             else canonical
         )
         if current == wanted:
-            self._cache[path] = (wanted_text, now)
+            self._cache[spath] = (wanted_text, now)
             self._count(write.resource, "unchanged")
             return False
         if self.dry_run:
@@ -196,17 +252,43 @@ class CgroupExecutor:
                 f.write(wanted_text)
         except OSError as exc:
             log.warning("cgroup write %s: %s -> %s failed: %s", path, current_text, wanted_text, exc)
-            self._cache.pop(path, None)
+            self._cache.pop(spath, None)
             self._count(write.resource, "error")
             return False
         log.info("cgroup %s: %s -> %s (%s)", path, current_text, wanted_text, write.reason)
-        self._cache[path] = (wanted_text, now)
+        self._cache[spath] = (wanted_text, now)
         self._count(write.resource, "written")
+        if (
+            write.resource == "cpu.cfs_quota_us"
+            and self._clamped
+            and self.layout.version == CgroupVersion.V1
+            and not _is_lower(wanted_text, current_text)
+        ):
+            self._raise_clamped_children(path)
         return True
 
-    def _fit_quota(self, path: Path, canonical: str, reason: str) -> str:
+    def _remember_lowered(self, child_dir: str, name: str, held: int, reason: str) -> None:
+        """A child quota was lowered to fit a new parent quota: remember the value it held (unless a clamped
+        request is already remembered) so that it rises again with the parent."""
+        spath = os.path.join(child_dir, name)
+        if spath in self._clamped:
+            return
+        rel = os.path.relpath(child_dir, self.layout.root / "cpu")
+        write = CgroupWrite("cpu.cfs_quota_us", rel, str(held), reason or "restore after parent quota")
+        self._clamped[spath] = (os.path.dirname(child_dir), write)
+
+    def _raise_clamped_children(self, path: Path) -> None:
+        """The quota at ``path`` rose: apply again the writes of its child dirs that it had clamped."""
+        parent_dir = os.path.dirname(str(path))
+        for write in [w for grandparent, w in self._clamped.values() if grandparent == parent_dir]:
+            self.update(write, verify=True)
+
+    def _fit_quota(self, path: Path, canonical: str, reason: str, current: int | None = None) -> str:
         """cgroup v1 refuses a cfs quota above the parent's or below a child's (EINVAL): clamp the new value
-        to the parent's quota, and first lower children (and grandchildren, bottom-up) that exceed it."""
+        to the parent's quota, and first lower children (and grandchildren, bottom-up) that exceed it.
+
+        ``current``: the dir's quota now (us); children are only scanned when the quota is lowered (the kernel
+        keeps them at or below the current one, so a raise cannot conflict)."""
         quota = int(canonical)
         try:
             parent = int(read_text(path.parent.parent / path.name))
@@ -217,10 +299,12 @@ class CgroupExecutor:
             quota = parent
         if quota == -1:
             return canonical if parent == -1 or canonical == "-1" else str(quota)
-        children = [d for d in path.parent.iterdir() if d.is_dir()]
-        grandchildren = [g for d in children for g in d.iterdir() if g.is_dir()]
+        if current is not None and current != -1 and quota >= current:
+            return str(quota)
+        children = _subdirs(str(path.parent))
+        grandchildren = [g for d in children for g in _subdirs(d)]
         for d in [*grandchildren, *children]:
-            f = d / path.name
+            f = Path(d) / path.name
             try:
                 cur = int(read_text(f))
                 if cur == -1 or cur <= quota:
@@ -230,20 +314,26 @@ class CgroupExecutor:
                     continue
                 with open(f, "w") as fh:
                     fh.write(str(quota))
-                self._cache.pop(f, None)
+                self._cache.pop(str(f), None)
+                self._remember_lowered(d, path.name, cur, reason)
                 log.info("cgroup %s: %d -> %d (below the parent's new quota)", f, cur, quota)
             except (OSError, ValueError):
                 continue
         return str(quota)
 
-    def update_batch(self, writes: Iterable[CgroupWrite]) -> int:
-        """Apply writes in order (callers order cpuset writes top-down / bottom-up); return how many changed."""
-        return sum(1 for w in writes if self.update(w))
+    def update_batch(self, writes: Iterable[CgroupWrite], *, verify: bool = False) -> int:
+        """Apply writes in order (callers order cpuset writes top-down / bottom-up); return how many changed.
+
+        ``verify``: read every file again even when its value was written or seen within ``cache_ttl``.
+        """
+        return sum(1 for w in writes if self.update(w, verify=verify))
 
     def forget(self, rel_dir_prefix: str) -> None:
         """Drop cached values under a dir (a pod went away)."""
-        for path in [p for p in self._cache if rel_dir_prefix in str(p)]:
+        for path in [p for p in self._cache if rel_dir_prefix in p]:
             del self._cache[path]
+        for path in [p for p in self._clamped if rel_dir_prefix in p]:
+            del self._clamped[path]
 
     def _log_missing(self, path: Path, why: str) -> None:
         if path not in self._missing_logged:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -40,7 +42,12 @@ class AgentMetrics:
             registry=r,
         )
         self.reports = Counter("koordlet_nodemetric_reports", "NodeMetric reports by result.", ["result"], registry=r)
+        self._write_counters: dict[tuple[str, str], Any] = {}
 
     def cgroup_write(self, resource: str, result: str) -> None:
         """Count one executor outcome (the executor's WriteRecorder)."""
-        self.cgroup_writes.labels(resource=resource, result=result).inc()
+        key = (resource, result)
+        child = self._write_counters.get(key)
+        if child is None:
+            child = self._write_counters[key] = self.cgroup_writes.labels(resource=resource, result=result)
+        child.inc()

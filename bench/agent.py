@@ -3,7 +3,10 @@
 Creates a throw-away kubepods subtree (real cgroup v1, needs root), 100 pods (half BE, half LS) each with
 a sleeping process in a container dir, cluster files binding them to the node, and runs ``koord agent``
 as a subprocess in the embedded mode (NodeMetric written every 10 s). Prints JSON: the agent's own cpu
-in percent of one core (after a 5 s warm-up) and its peak RSS. Targets: <= 2 % and <= 80 MB.
+in percent of one core (user + system time of the agent's process over wall time, after a 5 s warm-up,
+so other load on the machine does not count) and its peak RSS sampled every second. ``koord agent``
+re-executes into ``python -m agent`` under the same pid, so this measures the deployed command.
+Targets: <= 2 % and <= 80 MB.
 
     python bench/agent.py [--pods 100] [--seconds 60] [--interval 1]
 """

@@ -14,10 +14,10 @@ from agent.cgroups import (
     CFS_PERIOD_US,
     CgroupLayout,
     CgroupPathError,
+    CgroupStatReader,
+    OpenFiles,
     read_cfs_quota,
-    read_cpu_usage_ns,
     read_cpuset,
-    read_memory_working_set,
 )
 from agent.states.pods import PodMeta, batch_cpu_request
 from app.api.koordext import QoSClass
@@ -42,20 +42,24 @@ class PodSample:
 
 
 class CgroupUsageReader:
-    """CPU rate of a cgroup from consecutive cumulative readings (remembers the previous one per dir)."""
+    """CPU rate of a cgroup from consecutive cumulative readings (remembers the previous one per dir).
 
-    def __init__(self, layout: CgroupLayout) -> None:
+    Files are read through kept descriptors (:class:`agent.cgroups.OpenFiles`), paths computed once per dir.
+    """
+
+    def __init__(self, layout: CgroupLayout, files: OpenFiles | None = None) -> None:
         self.layout = layout
+        self.stats = CgroupStatReader(layout, files)
         self._last: dict[str, tuple[float, int]] = {}
 
     def read(self, rel_dir: str, now: float) -> Usage:
-        """Usage of ``rel_dir`` at ``now`` (epoch seconds).
+        """Usage of ``rel_dir`` at ``now`` (epoch seconds): cpu in cores, memory in bytes.
 
         Raises:
             OSError: the cgroup is missing.
         """
-        ns = read_cpu_usage_ns(self.layout, rel_dir)
-        memory = read_memory_working_set(self.layout, rel_dir)
+        ns = self.stats.cpu_ns(rel_dir)
+        memory = self.stats.memory(rel_dir)
         prev = self._last.get(rel_dir)
         self._last[rel_dir] = (now, ns)
         cpu = None
@@ -69,7 +73,7 @@ class CgroupUsageReader:
         Raises:
             OSError: the cgroup is missing.
         """
-        ns = read_cpu_usage_ns(self.layout, rel_dir)
+        ns = self.stats.cpu_ns(rel_dir)
         key = "cpu:" + rel_dir
         prev = self._last.get(key)
         self._last[key] = (now, ns)
@@ -78,45 +82,69 @@ class CgroupUsageReader:
         return None
 
     def retain(self, rel_dirs: set[str]) -> None:
-        """Forget previous readings of dirs no longer present."""
+        """Forget previous readings (and close the files) of dirs no longer present."""
         for key in [k for k in self._last if k.removeprefix("cpu:") not in rel_dirs]:
             del self._last[key]
+        self.stats.retain(rel_dirs)
 
 
 class PodCollector:
     """Reads every pod's (and its containers') cgroup once per round."""
 
-    def __init__(self, layout: CgroupLayout) -> None:
+    def __init__(self, layout: CgroupLayout, files: OpenFiles | None = None) -> None:
         self.layout = layout
-        self.reader = CgroupUsageReader(layout)
+        self.reader = CgroupUsageReader(layout, files)
         self._missing: set[str] = set()
+        self._container_dirs: dict[tuple[str, str], str | None] = {}
+        self._seen: frozenset[str] = frozenset()
+
+    def _container_dir(self, pod_dir: str, container_id: str) -> str | None:
+        key = (pod_dir, container_id)
+        try:
+            return self._container_dirs[key]
+        except KeyError:
+            pass
+        try:
+            found: str | None = self.layout.container_dir(pod_dir, container_id)
+        except CgroupPathError:
+            found = None
+        self._container_dirs[key] = found
+        return found
 
     def collect(self, pods: list[PodMeta], now: float) -> PodSample:
         """Usage of each pod with a cgroup; missing cgroups are skipped with one log line each."""
         sample = PodSample()
         seen: set[str] = set()
+        read = self.reader.read
         for pod in pods:
-            if pod.cgroup_dir is None:
+            pod_dir = pod.cgroup_dir
+            if pod_dir is None:
                 continue
-            seen.add(pod.cgroup_dir)
+            seen.add(pod_dir)
             try:
-                sample.pods[pod.uid] = self.reader.read(pod.cgroup_dir, now)
+                sample.pods[pod.uid] = read(pod_dir, now)
             except (OSError, ValueError, CgroupPathError) as exc:
-                if pod.cgroup_dir not in self._missing:
-                    self._missing.add(pod.cgroup_dir)
-                    log.info("pod %s: cgroup %s not readable, skipped: %s", pod.key, pod.cgroup_dir, exc)
+                if pod_dir not in self._missing:
+                    self._missing.add(pod_dir)
+                    log.info("pod %s: cgroup %s not readable, skipped: %s", pod.key, pod_dir, exc)
                 continue
-            self._missing.discard(pod.cgroup_dir)
+            self._missing.discard(pod_dir)
             for c in pod.containers:
                 if not c.container_id:
                     continue
+                cdir = self._container_dir(pod_dir, c.container_id)
+                if cdir is None:
+                    continue
+                seen.add(cdir)
                 try:
-                    cdir = self.layout.container_dir(pod.cgroup_dir, c.container_id)
-                    seen.add(cdir)
-                    sample.containers[(pod.uid, c.name)] = self.reader.read(cdir, now)
+                    sample.containers[(pod.uid, c.name)] = read(cdir, now)
                 except (OSError, ValueError, CgroupPathError):
                     continue
-        self.reader.retain(seen | {self.layout.qos_dir("BestEffort")})
+        seen.add(self.layout.qos_dir("BestEffort"))
+        if seen != self._seen:
+            self._seen = frozenset(seen)
+            self.reader.retain(seen)
+            self._container_dirs = {k: v for k, v in self._container_dirs.items() if k[0] in seen}
         return sample
 
 

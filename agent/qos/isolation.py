@@ -136,6 +136,8 @@ class Isolation:
 
     def __init__(self) -> None:
         self._bvt: bool | None = None
+        self._key: object = None
+        self._writes: list[CgroupWrite] = []
 
     def group_identity_supported(self, ctx: QoSContext) -> bool:
         """Whether the kubepods dir offers ``cpu.bvt_warp_ns`` (checked once, logged when absent)."""
@@ -178,3 +180,12 @@ class Isolation:
                     CgroupWrite("cpu.bvt_warp_ns", pod.cgroup_dir, str(group_identity_value(ctx, qos)), "groupIdentity")
                 )
         return writes
+
+    def plan_cached(self, ctx: QoSContext, key: object) -> tuple[list[CgroupWrite], bool]:
+        """``(writes, rebuilt)``: the plan of :meth:`plan`, rebuilt only when ``key`` (what the plan depends on:
+        the states generation, node memory) differs from the last call's; otherwise the previous list."""
+        if key != self._key:
+            self._writes = self.plan(ctx)
+            self._key = key
+            return self._writes, True
+        return self._writes, False

@@ -13,14 +13,15 @@ import ssl
 import urllib.request
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import kubernetes.client
 import orjson
 
 from app.api.kinds import KINDS
 from app.sources.files import SourceError, files_under, load_objects
-from app.sources.kubernetes import _close, _request, _status_message
+
+if TYPE_CHECKING:
+    import kubernetes.client
 
 log = logging.getLogger("agent.states")
 
@@ -108,6 +109,8 @@ def _get_json(api: kubernetes.client.ApiClient, path: str, query: list[tuple[str
     Raises:
         StatesError: any other answer or no answer.
     """
+    from app.sources.kubernetes import _close, _request, _status_message
+
     try:
         resp = _request(api, "GET", path, query=query, timeout=(5.0, 30.0))
     except Exception as exc:  # urllib3/OS errors, ApiException

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import kubernetes.client
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -214,7 +213,7 @@ def test_batch_and_memory_qos_values() -> None:
 
 
 def test_percentile_and_bounded_cache() -> None:
-    values = np.arange(1, 101, dtype=float)
+    values = [float(v) for v in range(1, 101)]
     assert percentile(values, 0.9) == 90.0 and percentile(values, 0.5) == 50.0 and percentile(values[:1], 0.5) == 1.0
     cache = MetricCache(1.0, 10)
     for t in range(100):
@@ -365,3 +364,196 @@ def test_cli_rejects_bad_options(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "kubepods" in res.output
     res = runner.invoke(cli, ["agent", "--node-name", "n", "--cluster", str(tmp_path / "missing")])
     assert res.exit_code == 2 and "no such file" in res.output
+
+
+# -- kubelet /pods discovery over HTTPS (token + CA as a kubelet client) ---------------------------------------
+
+
+@pytest.fixture
+def fake_kubelet(tmp_path: Path) -> Iterator[tuple[str, Path, Path, list[dict[str, str]]]]:
+    """An HTTPS ``/pods`` endpoint with a certificate for 127.0.0.1 signed by a throw-away CA; it answers 401
+    unless the request carries ``Bearer kubelet-token``. Yields (url, token file, CA file, request headers)."""
+    import ssl
+
+    from cryptography.hazmat.primitives import serialization
+
+    from app.cli.certs import _pem_key, new_ca, new_serving_cert
+
+    ca, ca_key = new_ca("kubelet-test-ca", days=1)
+    cert, key = new_serving_cert(ca, ca_key, ["localhost"], ["127.0.0.1"], days=1)
+    (tmp_path / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "tls.key").write_bytes(_pem_key(key))
+    (tmp_path / "token").write_text("kubelet-token\n")
+    seen: list[dict[str, str]] = []
+    pods = {
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "items": [
+            {"metadata": {"name": "mine", "namespace": "d", "uid": "u1"}, "spec": {"nodeName": "n1"}},
+            {"metadata": {"name": "static", "namespace": "kube-system", "uid": "u2"}, "spec": {}},
+            {"metadata": {"name": "other", "namespace": "d", "uid": "u3"}, "spec": {"nodeName": "n2"}},
+        ],
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+            ok = self.path == "/pods" and self.headers.get("Authorization") == "Bearer kubelet-token"
+            data = json.dumps(pods if ok else {"kind": "Status", "message": "Unauthorized"}).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/", tmp_path / "token", tmp_path / "ca.crt", seen
+    finally:
+        server.shutdown()
+
+
+def test_kubelet_pods_discovery_with_token_and_ca(
+    fake_api: tuple[FakeAPI, Any], fake_kubelet: tuple[str, Path, Path, list[dict[str, str]]], tmp_path: Path
+) -> None:
+    """Pods come from the kubelet's /pods (verified against the CA, with the bearer token), the kind is filled
+    in, pods bound to other nodes are dropped (static pods without nodeName kept); Node, NodeSLO and
+    NodeMetric still come from the API server, and the pod list is not asked of the API server."""
+    state, api = fake_api
+    url, token, ca, seen = fake_kubelet
+    states = APIServerStates("n1", api, kubelet_url=url, kubelet_token=token, kubelet_ca=ca)
+    assert "kubelet:" + url.rstrip("/") in states.description
+    assert states.refresh()
+    assert [p["metadata"]["name"] for p in states.pods] == ["mine", "static"]
+    assert all(p["kind"] == "Pod" and p["apiVersion"] == "v1" for p in states.pods)
+    assert seen[-1]["path"] == "/pods" and seen[-1]["authorization"] == "Bearer kubelet-token"
+    assert seen[-1]["accept"] == "application/json"
+    assert not any(p.startswith("/api/v1/pods") for _, p, _ in state.requests)
+    assert ("GET", "/api/v1/nodes/n1", None) in state.requests
+    assert not states.refresh(), "same answer: nothing changed"
+
+
+def test_kubelet_discovery_refuses_an_untrusted_certificate_and_a_wrong_token(
+    fake_api: tuple[FakeAPI, Any], fake_kubelet: tuple[str, Path, Path, list[dict[str, str]]], tmp_path: Path
+) -> None:
+    _, api = fake_api
+    url, token, ca, _ = fake_kubelet
+    from agent.states.providers import StatesError
+
+    untrusted = APIServerStates("n1", api, kubelet_url=url, kubelet_token=token, kubelet_ca=None)
+    with pytest.raises(StatesError, match="CERTIFICATE_VERIFY_FAILED"):
+        untrusted.refresh()
+    insecure = APIServerStates("n1", api, kubelet_url=url, kubelet_token=token, kubelet_ca=None, kubelet_insecure=True)
+    assert insecure.refresh() and len(insecure.pods) == 2
+    (tmp_path / "bad-token").write_text("nope")
+    wrong = APIServerStates("n1", api, kubelet_url=url, kubelet_token=tmp_path / "bad-token", kubelet_ca=ca)
+    with pytest.raises(StatesError, match="401"):
+        wrong.refresh()
+
+
+# -- agent internals kept light ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["500m", "1", "2.5", "1Gi", "1536Mi", "100k", "1M", "1e3", "0.1", 7, 2.5, "123456789n", "3u", "1Ei"]
+)
+def test_agent_quantities_match_the_service(value: Any) -> None:
+    """The agent parses quantities without the kubernetes package; results equal app.api.quantity's."""
+    from agent import quantity as mine
+    from app.api import quantity as theirs
+
+    for name in ("cpu", "memory", "kubernetes.io/batch-cpu"):
+        assert mine.parse_resource_list({name: value}) == theirs.parse_resource_list({name: value})
+    assert mine.format_resource_list({"cpu": 1500, "memory": 3 << 30}) == theirs.format_resource_list(
+        {"cpu": 1500, "memory": 3 << 30}
+    )
+
+
+@pytest.mark.parametrize("value", ["1ki", "x", "", "1.2.3", True, None, "NaN"])
+def test_agent_quantities_reject_what_is_not_a_quantity(value: Any) -> None:
+    from agent.quantity import QuantityError, parse_resource_list
+
+    with pytest.raises(QuantityError):
+        parse_resource_list({"cpu": value})
+
+
+def test_embedded_agent_imports_neither_kubernetes_nor_numpy() -> None:
+    """The embedded mode's modules load without the Kubernetes client and numpy (resident memory)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.server, agent.states.providers\n"
+        "print(sorted(m for m in ('kubernetes', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_open_files_reread_fresh_content_and_follow_removal(tmp_path: Path) -> None:
+    from agent.cgroups import OpenFiles, parse_memory_stat
+
+    f = tmp_path / "value"
+    f.write_text("1\n")
+    files = OpenFiles(limit=1)
+    assert files.read(str(f)) == b"1\n" and len(files) == 1
+    f.write_text("22\n")
+    assert files.read(str(f)) == b"22\n", "pread at offset 0 reads the current content"
+    g = tmp_path / "other"
+    g.write_text("x")
+    assert files.read(str(g)) == b"x" and len(files) == 1, "over the limit files are not kept open"
+    f.unlink()
+    files.retain(lambda p: False)
+    assert len(files) == 0
+    with pytest.raises(OSError):
+        files.read(str(f))
+    stat = b"cache 1\ntotal_inactive_anon 10\ninactive_anon 5\ntotal_active_anon 20\ntotal_unevictable 3\n"
+    assert parse_memory_stat(stat, (b"total_inactive_anon ", b"total_active_anon ", b"total_unevictable ")) == 33
+    assert parse_memory_stat(stat, (b"inactive_anon ", b"active_anon ")) == 5
+
+
+def test_isolation_is_planned_again_only_when_states_change(tmp_path: Path) -> None:
+    """On a fake v2 tree: the first round writes the BE pod's batch values; later rounds do not plan or read
+    again until the pod set changes or the reconcile interval passes, and the reconcile repairs drift."""
+    from agent.daemon import Agent, AgentConfig
+    from agent.evictor import RecordingEvictor
+    from agent.states.providers import FileStates
+
+    layout = v2_tree(tmp_path / "cg")
+    pod_dir = tmp_path / "cg" / "kubepods" / "besteffort" / "podbe1"
+    pod_dir.mkdir()
+    for name, value in (("cpu.weight", "100"), ("cpu.max", "max 100000"), ("memory.max", "max")):
+        (pod_dir / name).write_text(value)
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    be = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "be", "namespace": "d", "uid": "be1", "labels": {"koordinator.sh/qosClass": "BE"}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [{"name": "c", "resources": {"requests": {"kubernetes.io/batch-cpu": "1000"}, "limits": {}}}],
+        },
+        "status": {"phase": "Running", "qosClass": "BestEffort"},
+    }
+    (cluster / "pods.json").write_text(json.dumps({"kind": "List", "items": [be]}))
+    config = AgentConfig(node_name="n1", states_interval=0, reconcile_interval=30.0, features=set())
+    agent = Agent(config, layout, FileStates("n1", cluster), None, RecordingEvictor("n1", None))
+    agent.tick(1000.0)
+    assert (pod_dir / "cpu.weight").read_text() == str(1 + (1024 - 2) * 9999 // 262142)
+    plan = agent.isolation.plan_cached(agent.context(1001.0), (agent.generation, agent.capacity[1], None))
+    (pod_dir / "cpu.weight").write_text("7")  # drift
+    agent.tick(1001.0)
+    agent.tick(1010.0)
+    assert (pod_dir / "cpu.weight").read_text() == "7", "no plan change, no reconcile yet: not read again"
+    assert plan[0] is agent.isolation._writes
+    agent.tick(1031.0)
+    assert (pod_dir / "cpu.weight").read_text() != "7", "the reconcile repairs drift"
