@@ -435,3 +435,65 @@ def test_row_memo_recomputes_only_changed_rows_and_resets_on_a_new_workload() ->
     assert np.array_equal(np.take(got.cnt_t, got.rows(np.arange(3)), axis=1), usable(wl, free2).cnt_t)
     memo.get(Workload.from_shapes([PodShape(0, 0, 500)]), rows, np.array([1, 2, 1]), free2)
     assert memo.recomputed == 7  # a new workload recomputes everything
+
+
+# ---------------------------------------------------------------------- pods without GPUs under FGD
+def _score(cache: ClusterCache, plugin: DeviceShare, p: dict[str, Any], names: list[str]) -> Any:
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+
+    info = parse_pod(p)
+    state = CycleState(time.time())
+    assert plugin.pre_filter(state, info).is_success()
+    rows, _ = cache.table.rows_of(names)
+    return plugin.score_nodes(state, info, NodeBatch(rows, names))
+
+
+def test_fragmentation_aware_scores_pods_without_gpus_by_the_cpu_they_take() -> None:
+    # "tight" has 10 cores: a 4-core cpu pod leaves 6, too few for the 8-core GPU shape, so its idle
+    # GPU would turn into fragment; "roomy" keeps room, "cpu" has no GPU at all (no fragment either way)
+    objs = [node("tight", 1, cpu="10"), device("tight", 1), node("roomy", 1), device("roomy", 1), node("cpu", 0)]
+    args = {
+        "scoringStrategy": {"type": "FragmentationAware"},
+        "fragmentationAware": {"workload": [{"cpu": "8", "memory": "1Gi", "gpuMilli": 1000, "weight": 1}]},
+    }
+    cache, plugin = setup(objs, args)
+    cpu_pod = pod("cpu-only", {"cpu": "4"})
+    assert run_filter(cache, plugin, cpu_pod, ["tight", "roomy", "cpu"]) == {}
+    scores = _score(cache, plugin, cpu_pod, ["tight", "roomy", "cpu"])
+    assert scores is not None
+    assert scores.tolist() == [90, 100, 100]
+    # the upstream strategies keep skipping pods without a GPU request (PreScore Skip)
+    for strategy in ("LeastAllocated", "MostAllocated"):
+        upstream = {"scoringStrategy": {"type": strategy, "resources": [{"name": RATIO, "weight": 1}]}}
+        cache, plugin = setup(objs, upstream)
+        assert _score(cache, plugin, cpu_pod, ["tight", "roomy", "cpu"]) is None
+    # an invalid GPU request is not a pod without GPUs
+    cache, plugin = setup(objs, args)
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+
+    bad = parse_pod(pod("bad", {"koordinator.sh/gpu": "150"}))
+    state = CycleState(time.time())
+    plugin.pre_filter(state, bad)
+    rows, _ = cache.table.rows_of(["roomy"])
+    assert plugin.score_nodes(state, bad, NodeBatch(rows, ["roomy"])) is None
+
+
+def test_no_gpu_growth_matches_node_fragmentation_before_and_after() -> None:
+    from app.plugins.deviceshare.fragmentation import no_gpu_growth
+
+    wl = Workload.from_shapes(
+        [PodShape(8000, GI, 1000), PodShape(2000, GI, 500), PodShape(1000, 0, 0), PodShape(6000, 4 * GI, 300)]
+    )
+    cpu = np.array([10_000, 64_000, 3_000, 9_000], dtype=np.int64)
+    mem = np.array([8 * GI, 64 * GI, 8 * GI, 5 * GI], dtype=np.int64)
+    free = np.array([[1000, 400], [1000, 1000], [700, -1], [-1, -1]], dtype=np.int64)
+    models = ["V100", "V100", "T4", ""]
+    shape = PodShape(3000, 2 * GI, 0)
+    got = no_gpu_growth(wl, shape, cpu, mem, free, models)
+    want = node_fragmentation(wl, cpu - 3000, mem - 2 * GI, free, models) - node_fragmentation(
+        wl, cpu, mem, free, models
+    )
+    assert np.allclose(got, want)
+    assert (got >= 0).all() and got[3] == 0.0 and got[1] == 0.0

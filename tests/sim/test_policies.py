@@ -25,9 +25,23 @@ def test_strategies_weigh_the_gpu_share_so_nodes_do_not_all_score_zero() -> None
 def test_trace_workload_counts_shapes() -> None:
     pods = [_pod("a", 4000, 1, 500), _pod("b", 4000, 1, 500), _pod("c", 8000, 2, 1000, ("V100M16", "V100M32"))]
     assert trace_workload(pods) == [
-        {"cpu": "4000m", "memory": "1024Mi", "gpuMilli": 500, "weight": 2},
-        {"cpu": "8000m", "memory": "1024Mi", "gpuMilli": 2000, "weight": 1, "gpuModel": ["V100M16", "V100M32"]},
+        {"cpu": "4000m", "memory": "0Mi", "gpuMilli": 500, "weight": 2},
+        {"cpu": "8000m", "memory": "0Mi", "gpuMilli": 2000, "weight": 1, "gpuModel": ["V100M16", "V100M32"]},
     ]
+
+
+def test_trace_workload_keeps_the_popular_shapes_as_the_reference_typical_pods() -> None:
+    # 20 pods: shapes by count 10, 6, 3, 1; the first three cover 95 %, the last one is dropped
+    pods = [_pod(f"a{i}", 4000, 1, 500) for i in range(10)]
+    pods += [_pod(f"b{i}", 2000, 0, 0) for i in range(6)]
+    pods += [_pod(f"c{i}", 0, 1, 1000) for i in range(3)]  # no cpu request counts as kube's 100m
+    pods += [_pod("d", 8000, 8, 1000)]
+    assert trace_workload(pods, popularity_percent=95) == [
+        {"cpu": "4000m", "memory": "0Mi", "gpuMilli": 500, "weight": 10},
+        {"cpu": "2000m", "memory": "0Mi", "gpuMilli": 0, "weight": 6},
+        {"cpu": "100m", "memory": "0Mi", "gpuMilli": 1000, "weight": 3},
+    ]
+    assert len(trace_workload(pods)) == 4  # default: every shape
 
 
 def test_only_fragmentation_aware_without_a_workload_gets_the_trace_workload() -> None:

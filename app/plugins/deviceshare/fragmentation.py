@@ -600,6 +600,50 @@ def best_placement(
     return Placement(delta, slot_out)
 
 
+def no_gpu_growth(
+    workload: Workload,
+    pod: PodShape,
+    free_cpu_milli: npt.NDArray[np.int64],
+    free_memory_bytes: npt.NDArray[np.int64],
+    gpu_free_milli: npt.NDArray[np.int64],
+    gpu_models: Sequence[str],
+    access: npt.NDArray[np.bool_] | None = None,
+    gpu_terms: Usable | None = None,
+) -> npt.NDArray[np.float64]:
+    """(N,) growth of ``F_n(M)`` when a pod asking no GPU goes to each node (>= 0).
+
+    The node's GPUs stay as they are; only the cpu and memory the pod takes can make workload shapes
+    stop fitting, turning the idle milli of the GPUs they could use into fragment (the reference FGD
+    scores such pods too: ``NodeResource.Sub`` of a pod without GPUs). Nodes without idle GPU milli
+    grow by 0. Arguments as :func:`best_placement` (``pod.gpu_milli`` is not read).
+    """
+    free = np.asarray(gpu_free_milli, dtype=np.int64)
+    n = free.shape[0]
+    delta = np.zeros(n, dtype=np.float64)
+    j = len(workload.group_per)
+    if n == 0 or j == 0 or free.shape[1] == 0:
+        return delta
+    cpu = np.asarray(free_cpu_milli, dtype=np.int64)
+    mem = np.asarray(free_memory_bytes, dtype=np.int64)
+    if gpu_terms is None:
+        gpu_terms = usable(workload, free)
+        all_rows = np.arange(n, dtype=np.int64)
+    else:
+        all_rows = gpu_terms.rows(np.arange(n, dtype=np.int64))
+    live = np.flatnonzero(gpu_terms.total[all_rows] > 0)
+    if len(live) == 0:
+        return delta
+    at = all_rows[live]
+    acc = _access_rows(workload, gpu_models, access, live)
+    before = _before(workload, gpu_terms, at, cpu[live], mem[live], acc)
+    sc = gpu_terms.memo.scratch if gpu_terms.memo is not None else None
+    w_after = _weights_t(workload, cpu[live] - pod.cpu_milli, mem[live] - pod.memory_bytes, acc, sc)
+    sat = np.take(gpu_terms.cnt_t, at, axis=1) >= workload.group_count[:, None]
+    after = _frag_t(gpu_terms.total[at], w_after, sat, np.take(gpu_terms.u_t, at, axis=1), sc)
+    delta[live] = after - before
+    return delta
+
+
 def _place_whole(
     workload: Workload,
     pod: PodShape,

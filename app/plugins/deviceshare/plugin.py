@@ -8,6 +8,8 @@
 - Score: LeastAllocated / MostAllocated (``scoreNode``, then ``DefaultNormalizeScore``), or our
   FragmentationAware (:mod:`.fragmentation`): the growth of the node's expected fragmentation if the
   pod goes to its best GPU(s) there, mapped to 0..100 by rank (default) or by the paper's sigmoid.
+  FragmentationAware also scores pods without a GPU request (as the reference FGD does): the cpu and
+  memory they take decide which workload shapes still fit beside a node's idle GPUs.
   Per-row GPU terms, the before-placement fragmentation and the node's GPU model index are
   memoised and recomputed only for rows whose ``GPUTable.version`` changed (Reserve, pod and Device
   events) or after the learned workload is rebuilt.
@@ -39,7 +41,7 @@ from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
 from app.plugins.deviceshare.devicecache import DeviceCache
-from app.plugins.deviceshare.fragmentation import PodShape, RowMemo, Workload, best_placement
+from app.plugins.deviceshare.fragmentation import PodShape, RowMemo, Workload, best_placement, no_gpu_growth
 from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
@@ -202,9 +204,16 @@ class DeviceShare:
 
     # ------------------------------------------------------------------ score
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
-        """0..100 per node, or None for pods without a GPU request (PreScore Skip)."""
+        """0..100 per node, or None (PreScore Skip) for pods without a valid GPU request, except that
+        FragmentationAware scores pods asking no GPU by the fragmentation their cpu/memory causes."""
         req = self._request(state, pod)
         if req is None:
+            if self.args.strategy == FRAGMENTATION_AWARE and _asks_no_gpu(pod):
+                # FGD scores every pod: the cpu/memory a pod without GPUs takes decides which
+                # workload shapes still fit beside the node's idle GPUs
+                if len(nodes) == 0:
+                    return np.zeros(0, dtype=np.int64)
+                return self._map_delta(self._no_gpu_delta(pod, nodes))
             return None
         if len(nodes) == 0:
             return np.zeros(0, dtype=np.int64)
@@ -255,6 +264,24 @@ class DeviceShare:
             ok = fits.sum(axis=1) >= req.count
             return np.where(ok & np.isfinite(placement.delta), placement.delta, np.where(ok, 0.0, np.inf))
         return placement.delta
+
+    def _no_gpu_delta(self, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.float64]:
+        """(N,) fragmentation growth (GPU milli, >= 0) of placing a pod without GPU request per node."""
+        rows = nodes.rows
+        workload = self.workload()
+        if workload is None or not len(workload.group_per):
+            return np.zeros(len(rows), dtype=np.float64)
+        table = self.devices.flush()
+        cache = self.handle.cache
+        alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
+        alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+        shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 0)
+        free = table.milli[rows]
+        access = None
+        if workload.constrained:
+            access = workload.access_table(self._model_names_now(table, rows, nodes.names))[self._row_model[rows]]
+        terms = self._memo.get(workload, rows, table.version[rows], free)
+        return no_gpu_growth(workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), access, terms)
 
     def _model_names_now(self, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]) -> list[str]:
         """Refresh the per-row model index of ``rows`` whose table stamp changed; return the index's names
@@ -418,6 +445,14 @@ class DeviceShare:
 
 #: The workload used before any pod was seen (every GPU milli counts as fragment only with weights).
 _NO_WORKLOAD = Workload([], np.zeros(0))
+
+
+def _asks_no_gpu(pod: PodInfo) -> bool:
+    """Whether the pod asks for no GPU resource at all (not: an invalid GPU request)."""
+    try:
+        return gpu_request(pod.requests) is None
+    except DeviceRequestError:
+        return False
 
 
 def _fill_memory(per_gpu: dict[str, int], total_memory: int) -> dict[str, int]:
