@@ -39,11 +39,11 @@ from agent.qos.context import (
 from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
-from agent.quantity import QuantityError, milli_value, parse_resource_list
 from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
 from agent.states.nodeslo import merged_spec
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
+from app.api.quantity import QuantityError, milli_value, parse_resource_list
 
 log = logging.getLogger("agent")
 

@@ -26,9 +26,9 @@ from pydantic import ValidationError
 
 from agent.metriccache import AGGREGATIONS, MetricCache
 from agent.qos.context import NODE_CPU, NODE_MEMORY, SYS_CPU, SYS_MEMORY, pod_cpu_key, pod_memory_key
-from agent.quantity import format_resource_list
 from agent.states.pods import PodMeta
 from app.api.kinds import KINDS
+from app.api.quantity import format_resource_list
 from app.api.slo import NodeMetric
 from app.api.timeparse import format_time
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cgroups import CgroupLayout, CgroupPathError
-from agent.quantity import QuantityError, parse_resource_list
 from app.api.koordext import (
     BATCH_CPU,
     BATCH_MEMORY,
@@ -26,6 +25,7 @@ from app.api.koordext import (
     qos_by_name,
     qos_from_kube_qos,
 )
+from app.api.quantity import QuantityError, parse_resource_list
 
 log = logging.getLogger("agent.states")
 

@@ -1,4 +1,9 @@
-"""Kubernetes quantities: parse with the ``kubernetes`` package, format as apimachinery does.
+"""Kubernetes quantities: parse and format as apimachinery does.
+
+Parsing follows ``kubernetes.utils.parse_quantity`` (suffixes ``Ki``..``Ei`` base 1024, ``n u m k M G T P E``
+base 1000, exponent notation) without importing the ``kubernetes`` package, which loads the whole client
+(~9 MB resident): the node agent uses this module too. ``tests/api/test_quantity_parity.py`` checks the
+results against ``parse_quantity`` itself.
 
 Internal units: ``cpu`` in milli-cores, every other resource in its base unit (bytes for memory,
 counts for pods and extended resources). ``kubernetes.io/batch-cpu`` and ``kubernetes.io/mid-cpu``
@@ -9,11 +14,9 @@ are already integer milli-cores in their quantity, so they use the base-unit pat
 from __future__ import annotations
 
 import math
-from decimal import Decimal
+from decimal import Decimal, DecimalException, InvalidOperation
 from functools import lru_cache
 from typing import Any
-
-from kubernetes.utils import parse_quantity
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -23,11 +26,34 @@ class QuantityError(ValueError):
     """A quantity string is not a valid Kubernetes quantity; the message names the value."""
 
 
+_EXPONENTS = {"n": -3, "u": -2, "m": -1, "K": 1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_BINARY_PREFIXES = "KMGTPE"
+
+
 @lru_cache(maxsize=65536)
 def _parse_cached(text: str) -> Decimal:
+    number, suffix = text, ""
+    if len(text) >= 2 and text[-1] == "i" and text[-2] in _EXPONENTS:
+        number, suffix = text[:-2], text[-2:]
+    elif text and text[-1] in _EXPONENTS:
+        number, suffix = text[:-1], text[-1:]
     try:
-        return Decimal(parse_quantity(text))
-    except (ValueError, ArithmeticError) as exc:
+        value = Decimal(number)
+    except (InvalidOperation, ValueError):
+        raise QuantityError(f"invalid quantity {text!r}: invalid number format: {number}") from None
+    if not value.is_finite():
+        raise QuantityError(f"invalid quantity {text!r}: not a finite number")
+    if not suffix:
+        return value
+    if suffix.endswith("i"):
+        if suffix[0] not in _BINARY_PREFIXES:
+            raise QuantityError(f"invalid quantity {text!r}: {text} has unknown suffix")
+        base = 1024
+    else:
+        base = 1000
+    try:
+        return value * (base ** Decimal(_EXPONENTS[suffix[0]]))
+    except DecimalException as exc:
         raise QuantityError(f"invalid quantity {text!r}: {exc}") from None
 
 

@@ -154,6 +154,8 @@ def test_be_cpu_falls_to_the_cfs_quota_target_when_ls_load_rises_and_recovers(
     with Running(agent):
         time.sleep(6 * INTERVAL)  # ramp up from the first round's floor
         quota_idle = _median_quota(cgtree, be_qos, 2.0)
+        if quota_idle < 40_000:  # other tenants already hold the BE budget near its floor (2000 us)
+            pytest.skip(f"machine too busy to observe suppression: BE quota at LS idle is {quota_idle} us")
         ls = cgtree.start(f"{ls_dir}/ls1c", BUSY)
         time.sleep(2 * INTERVAL + 0.3)  # reaction within two collection intervals (+ the write)
         quota_first = int(cgtree.read("cpu", be_qos, "cpu.cfs_quota_us"))

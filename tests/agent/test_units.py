@@ -462,29 +462,6 @@ def test_kubelet_discovery_refuses_an_untrusted_certificate_and_a_wrong_token(
 # -- agent internals kept light ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "value", ["500m", "1", "2.5", "1Gi", "1536Mi", "100k", "1M", "1e3", "0.1", 7, 2.5, "123456789n", "3u", "1Ei"]
-)
-def test_agent_quantities_match_the_service(value: Any) -> None:
-    """The agent parses quantities without the kubernetes package; results equal app.api.quantity's."""
-    from agent import quantity as mine
-    from app.api import quantity as theirs
-
-    for name in ("cpu", "memory", "kubernetes.io/batch-cpu"):
-        assert mine.parse_resource_list({name: value}) == theirs.parse_resource_list({name: value})
-    assert mine.format_resource_list({"cpu": 1500, "memory": 3 << 30}) == theirs.format_resource_list(
-        {"cpu": 1500, "memory": 3 << 30}
-    )
-
-
-@pytest.mark.parametrize("value", ["1ki", "x", "", "1.2.3", True, None, "NaN"])
-def test_agent_quantities_reject_what_is_not_a_quantity(value: Any) -> None:
-    from agent.quantity import QuantityError, parse_resource_list
-
-    with pytest.raises(QuantityError):
-        parse_resource_list({"cpu": value})
-
-
 def test_embedded_agent_imports_neither_kubernetes_nor_numpy() -> None:
     """The embedded mode's modules load without the Kubernetes client and numpy (resident memory)."""
     import subprocess
