@@ -230,7 +230,7 @@ class Simulation:
             return
         self._pending.discard(arrival.uid)
         source = self.service.source
-        self.service.call(lambda: source.delete("Pod", arrival.name, NAMESPACE))
+        self.service.call(lambda: source.delete("Pod", arrival.name, namespace=NAMESPACE))
         if bound is not None:
             row, vec, milli = bound
             self.fit.remove(row, vec)
