@@ -497,3 +497,22 @@ def test_no_gpu_growth_matches_node_fragmentation_before_and_after() -> None:
     )
     assert np.allclose(got, want)
     assert (got >= 0).all() and got[3] == 0.0 and got[1] == 0.0
+
+
+def test_sigmoid_rank_keeps_the_reference_ties_and_order() -> None:
+    """Default FragmentationAware mapping: the FGD reference's integer score int(sigmoid(-growth/1000)*100),
+    whose distinct levels are ranked 100, 90, ...: growths 5 and 30 both score 49 in the reference, so they
+    tie here too; exact ranking (``Rank``) would separate them."""
+    strategy = {"type": "FragmentationAware", "resources": [{"name": RATIO, "weight": 1}]}
+    delta = np.array([0.0, 5.0, 30.0, 2500.0, np.inf])
+    default = new_device_share({"scoringStrategy": strategy}, Handle(ClusterCache()))
+    assert default.args.score_mapping == "SigmoidRank"
+    assert default._map_delta(delta).tolist() == [100, 90, 90, 80, 0]
+    exact = new_device_share(
+        {"scoringStrategy": strategy, "fragmentationAware": {"scoreMapping": "Rank"}}, Handle(ClusterCache())
+    )
+    assert exact._map_delta(delta).tolist() == [100, 90, 80, 70, 0]
+    raw = new_device_share(
+        {"scoringStrategy": strategy, "fragmentationAware": {"scoreMapping": "Sigmoid"}}, Handle(ClusterCache())
+    )
+    assert raw._map_delta(delta).tolist() == [50, 49, 49, 7, 0]

@@ -29,7 +29,7 @@ LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 FRAGMENTATION_AWARE = "FragmentationAware"
 STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, FRAGMENTATION_AWARE)
-SCORE_MAPPINGS = ("Rank", "Sigmoid")
+SCORE_MAPPINGS = ("Rank", "Sigmoid", "SigmoidRank")
 DEFAULT_LEARNED_PODS = 10000
 
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (
@@ -59,7 +59,11 @@ class DeviceShareArgs:
         strategy: LeastAllocated | MostAllocated | FragmentationAware.
         weights: resource name -> weight (1..100), in the given order.
         unsupported_models: (vendor, model) pairs where GPU sharing is refused.
-        score_mapping: FragmentationAware's map of fragmentation growth to 0..100 (Rank | Sigmoid).
+        score_mapping: FragmentationAware's map of fragmentation growth to 0..100. ``SigmoidRank`` (default):
+            the FGD reference's integer score ``int(sigmoid(-growth/1000) * 100)``, its distinct levels then
+            ranked 100, 90, ... so kube-scheduler's 0..10 extender buckets keep the reference's order and
+            its ties (random pick among equals). ``Rank``: rank the exact growth (ties only when equal).
+            ``Sigmoid``: the reference's integer score as is (collapses in the 0..10 buckets).
         workload: fixed target workload, or None to learn it from pods.
         learned_pods: size of the learning window (pods).
     """
@@ -67,7 +71,7 @@ class DeviceShareArgs:
     strategy: str = LEAST_ALLOCATED
     weights: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_RESOURCES))
     unsupported_models: set[tuple[str, str]] = field(default_factory=set)
-    score_mapping: str = "Rank"
+    score_mapping: str = "SigmoidRank"
     workload: Workload | None = None
     learned_pods: int = DEFAULT_LEARNED_PODS
 
@@ -109,7 +113,7 @@ def _fragmentation(raw: Any, args: DeviceShareArgs) -> None:
     extra = set(raw) - {"scoreMapping", "workload", "learnedPods"}
     if extra:
         raise ArgsError(f"{path}.{sorted(extra)[0]}", "unknown field (allowed: scoreMapping, workload, learnedPods)")
-    mapping = raw.get("scoreMapping", "Rank")
+    mapping = raw.get("scoreMapping", "SigmoidRank")
     if mapping not in SCORE_MAPPINGS:
         raise ArgsError(f"{path}.scoreMapping", f"expected one of {', '.join(SCORE_MAPPINGS)}, got {mapping!r}")
     args.score_mapping = mapping

@@ -307,12 +307,16 @@ class DeviceShare:
         out = np.zeros(len(delta), dtype=np.int64)
         if not finite.any():
             return out
-        if self.args.score_mapping == "Sigmoid":
+        if self.args.score_mapping in ("Sigmoid", "SigmoidRank"):
             with np.errstate(over="ignore"):
                 sig = 1.0 / (1.0 + np.exp(np.clip(delta[finite] / 1000.0, -700, 700)))
-            out[finite] = (sig * MAX_NODE_SCORE).astype(np.int64)
-            return out
-        rounded = np.round(delta[finite], 3)
+            integer = (sig * MAX_NODE_SCORE).astype(np.int64)  # the FGD reference's integer score
+            if self.args.score_mapping == "Sigmoid":
+                out[finite] = integer
+                return out
+            rounded = -integer.astype(np.float64)  # rank the reference's integer levels: its ties stay ties
+        else:
+            rounded = np.round(delta[finite], 3)
         # rank = index among the distinct levels; ranks past MAX_NODE_SCORE // RANK_STEP all score 0
         levels = np.unique(rounded)[: MAX_NODE_SCORE // RANK_STEP + 1]
         rank = np.searchsorted(levels, rounded).astype(np.int64)
