@@ -15,17 +15,13 @@ from app.api.koordext import (
     BATCH_CPU,
     BATCH_MEMORY,
     LABEL_POD_PRIORITY,
-    LABEL_POD_PRIORITY_CLASS,
     LABEL_POD_QOS,
     PriorityClass,
     QoSClass,
-    priority_class_by_name,
-    priority_class_by_value,
-    priority_class_from_qos,
     qos_by_name,
-    qos_from_kube_qos,
 )
 from app.api.quantity import QuantityError, parse_resource_list
+from app.cache.podinfo import PodError, koordinator_classes, kube_qos_class
 
 log = logging.getLogger("agent.states")
 
@@ -112,23 +108,6 @@ def _resources(raw: Any, where: str) -> dict[str, int]:
         return {}
 
 
-def kube_qos_of(containers: list[ContainerMeta]) -> str:
-    """The kubelet's ``GetPodQOS`` over cpu and memory: BestEffort without any request/limit,
-    Guaranteed when every container limits cpu and memory with requests equal to limits, else Burstable."""
-    any_set = False
-    guaranteed = True
-    for c in containers:
-        for res in ("cpu", "memory"):
-            req, lim = c.requests.get(res), c.limits.get(res)
-            if req or lim:
-                any_set = True
-            if not lim or (req is not None and req != lim):
-                guaranteed = False
-    if not any_set:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
 def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
     """Build a :class:`PodMeta` from a pod object (JSON-shaped dict).
 
@@ -164,15 +143,16 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
             requests[k] = requests.get(k, 0) + v
         for k, v in c.limits.items():
             limits[k] = limits.get(k, 0) + v
-    kube_qos = str(status.get("qosClass") or kube_qos_of(containers))
+    kube_qos = str(status.get("qosClass") or "")
+    if not kube_qos:
+        try:
+            kube_qos = kube_qos_class(spec)
+        except PodError as exc:  # the API server refuses such pods; only hand-written files get here
+            log.warning("pod %s/%s: %s; treated as Burstable", meta.get("namespace"), meta.get("name"), exc)
+            kube_qos = "Burstable"
     qos_raw = qos_by_name(labels.get(LABEL_POD_QOS))
-    qos = qos_raw if qos_raw != QoSClass.NONE else qos_from_kube_qos(kube_qos)
     priority = spec.get("priority") if isinstance(spec.get("priority"), int) else None
-    pclass = priority_class_by_name(labels.get(LABEL_POD_PRIORITY_CLASS))
-    if pclass == PriorityClass.NONE:
-        pclass = priority_class_by_value(priority)
-    if pclass == PriorityClass.NONE:
-        pclass = priority_class_from_qos(qos)
+    qos, pclass = koordinator_classes(labels, priority, kube_qos)
     uid = str(meta.get("uid") or "")
     cgroup_dir = None
     if layout is not None:

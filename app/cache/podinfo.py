@@ -170,6 +170,26 @@ def kube_qos_class(spec: dict[str, Any]) -> str:
     return "Burstable"
 
 
+def koordinator_classes(labels: dict[str, str], priority: int | None, kube_qos: str) -> tuple[QoSClass, PriorityClass]:
+    """A pod's Koordinator QoS class and priority class, with upstream's defaults.
+
+    QoS: the ``koordinator.sh/qosClass`` label, else derived from the Kubernetes QoS class
+    (``GetPodQoSClassWithDefault``). Priority class: the ``koordinator.sh/priority-class`` label when
+    present (by name only), else from ``spec.priority`` bands, else from the QoS class
+    (``apis/extension/priority.go`` ``GetPodPriorityClassWithDefault``).
+    """
+    qos = qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
+    if qos == QoSClass.NONE:
+        qos = qos_from_kube_qos(kube_qos)
+    if LABEL_POD_PRIORITY_CLASS in labels:
+        pclass = priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
+    else:
+        pclass = priority_class_by_value(priority)
+    if pclass == PriorityClass.NONE:
+        pclass = priority_class_from_qos(qos)
+    return qos, pclass
+
+
 def _condition_time(status: dict[str, Any], ctype: str) -> float | None:
     for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
         cond = _mapping(cond, f"status.conditions[{i}]")
@@ -214,15 +234,7 @@ def parse_pod(obj: Any) -> PodInfo:
     requests = _aggregate(spec, use_limits=False)  # first, so errors name spec.containers[i]
     limits = _aggregate(spec, use_limits=True)
     kube_qos = status.get("qosClass") or kube_qos_class(spec)
-    qos = qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
-    if qos == QoSClass.NONE:
-        qos = qos_from_kube_qos(kube_qos)
-    if LABEL_POD_PRIORITY_CLASS in labels:
-        pclass = priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
-    else:
-        pclass = priority_class_by_value(priority)
-    if pclass == PriorityClass.NONE:
-        pclass = priority_class_from_qos(qos)
+    qos, pclass = koordinator_classes(labels, priority, kube_qos)
     owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
     node_name = spec.get("nodeName") or ""
     if not isinstance(node_name, str):

@@ -534,3 +534,29 @@ def test_isolation_is_planned_again_only_when_states_change(tmp_path: Path) -> N
     assert plan[0] is agent.isolation._writes
     agent.tick(1031.0)
     assert (pod_dir / "cpu.weight").read_text() != "7", "the reconcile repairs drift"
+
+
+@pytest.mark.parametrize(
+    ("labels", "spec"),
+    [
+        # an unknown priority-class label counts as given (upstream reads it by name only): class from QoS
+        ({"koordinator.sh/priority-class": "koord-bogus"}, {"priority": 9500, "containers": [{"name": "c"}]}),
+        # an init container with requests makes the pod Burstable, as the kubelet computes it
+        (
+            {},
+            {
+                "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "1"}}}],
+                "containers": [{"name": "c"}],
+            },
+        ),
+        ({"koordinator.sh/qosClass": "BE"}, {"priority": 5500, "containers": [{"name": "c"}]}),
+    ],
+    ids=["bad-priority-label", "init-container", "be-batch"],
+)
+def test_agent_classifies_pods_as_the_scheduler_does(labels: dict[str, str], spec: dict[str, Any]) -> None:
+    from agent.states.pods import pod_meta
+    from app.cache.podinfo import parse_pod
+
+    obj = {"metadata": {"name": "p", "namespace": "d", "uid": "u1", "labels": labels}, "spec": spec}
+    mine, theirs = pod_meta(obj, None), parse_pod(obj)
+    assert (mine.kube_qos, mine.qos, mine.priority_class) == (theirs.kube_qos, theirs.qos, theirs.priority_class)
