@@ -11,6 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from app.api.kinds import KINDS, KindInfo
 from app.sources.events import EventSink
 
 #: Kinds the scheduler service lists and watches, in the order they are loaded.
@@ -48,6 +49,43 @@ class WriteError(Exception):
     def __init__(self, message: str, status: int = 0) -> None:
         super().__init__(message)
         self.status = status
+
+
+def write_kind(kind: str) -> KindInfo:
+    """API coordinates of ``kind`` for a write.
+
+    Raises:
+        WriteError: ``kind`` is not in :data:`app.api.kinds.KINDS` (status 404).
+    """
+    info = KINDS.get(kind)
+    if info is None:
+        raise WriteError(f"unknown kind {kind}", 404)
+    return info
+
+
+def object_to_store(obj: dict[str, Any]) -> tuple[KindInfo, dict[str, Any]]:
+    """(kind info, metadata) of an object given to ``create_or_update``.
+
+    Raises:
+        WriteError: unknown kind or no ``metadata.name`` (status 400).
+    """
+    kind = str(obj.get("kind") or "")
+    info = KINDS.get(kind)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
+    if info is None or meta is None or not meta.get("name"):
+        raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+    return info, meta
+
+
+def updated_object(current: dict[str, Any], obj: dict[str, Any]) -> dict[str, Any]:
+    """``current`` with the ``metadata.labels``/``annotations`` and ``spec`` that ``obj`` gives replacing
+    its own (what ``create_or_update`` writes over an existing object); everything else is kept."""
+    meta = obj.get("metadata") or {}
+    cmeta = dict(current.get("metadata") or {})
+    for field in ("labels", "annotations"):
+        if field in meta:
+            cmeta[field] = meta[field]
+    return {**current, "metadata": cmeta, "spec": obj.get("spec", current.get("spec"))}
 
 
 class Source(ABC):

@@ -35,9 +35,9 @@ from typing import Any
 import orjson
 import yaml
 
-from app.api.kinds import KINDS, object_key
+from app.api.kinds import object_key
 from app.api.timeparse import format_time
-from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError
+from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError, object_to_store, updated_object, write_kind
 from app.sources.events import Event, EventSink, EventType
 from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
 
@@ -342,9 +342,7 @@ class FileSource(Source):
         Raises:
             WriteError: unknown kind or object (status 404).
         """
-        info = KINDS.get(kind)
-        if info is None:
-            raise WriteError(f"unknown kind {kind}", 404)
+        info = write_kind(kind)
         key = f"{namespace or 'default'}/{name}" if info.namespaced else name
         current = self._objects.get(kind, {}).get(key)
         if current is None:
@@ -363,11 +361,8 @@ class FileSource(Source):
         Raises:
             WriteError: unknown kind or no ``metadata.name``.
         """
-        kind = str(obj.get("kind") or "")
-        info = KINDS.get(kind)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
-        if info is None or meta is None or not meta.get("name"):
-            raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+        info, _ = object_to_store(obj)
+        kind = info.kind
         obj = copy.deepcopy(obj)
         if info.namespaced:
             obj["metadata"].setdefault("namespace", "default")
@@ -375,13 +370,7 @@ class FileSource(Source):
         key = object_key(obj)
         current = self._objects.get(kind, {}).get(key)
         if current is not None:
-            merged = {**current, "spec": obj.get("spec", current.get("spec"))}
-            cmeta = dict(current.get("metadata") or {})
-            for field in ("labels", "annotations"):
-                if field in obj["metadata"]:
-                    cmeta[field] = obj["metadata"][field]
-            merged["metadata"] = cmeta
-            obj = merged
+            obj = updated_object(current, obj)
         else:
             obj["metadata"].setdefault("uid", str(uuid.uuid4()))
             obj["metadata"].setdefault("creationTimestamp", format_time(time.time()))
@@ -399,9 +388,7 @@ class FileSource(Source):
         Raises:
             WriteError: unknown kind or object (status 404).
         """
-        info = KINDS.get(kind)
-        if info is None:
-            raise WriteError(f"unknown kind {kind}", 404)
+        info = write_kind(kind)
         key = f"{namespace or 'default'}/{name}" if info.namespaced else name
         current = self._objects.get(kind, {}).pop(key, None)
         if current is None:

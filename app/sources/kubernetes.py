@@ -43,7 +43,16 @@ import orjson
 from kubernetes.config.config_exception import ConfigException
 
 from app.api.kinds import KINDS, KindInfo
-from app.sources.base import WATCH_NAMESPACES, WATCHED_KINDS, BindError, Source, WriteError
+from app.sources.base import (
+    WATCH_NAMESPACES,
+    WATCHED_KINDS,
+    BindError,
+    Source,
+    WriteError,
+    object_to_store,
+    updated_object,
+    write_kind,
+)
 from app.sources.events import Event, EventSink, EventType
 
 __all__ = ["KubernetesSource", "load_configuration", "probe"]
@@ -657,9 +666,7 @@ class KubernetesSource(Source):
 
     @staticmethod
     def _object_path(kind: str, name: str, namespace: str | None) -> str:
-        info = KINDS.get(kind)
-        if info is None:
-            raise WriteError(f"unknown kind {kind}", 404)
+        info = write_kind(kind)
         return f"{info.collection_path(namespace or 'default' if info.namespaced else None)}/{name}"
 
     async def patch(
@@ -688,11 +695,7 @@ class KubernetesSource(Source):
         Raises:
             WriteError: unknown kind, or the API refused the write.
         """
-        kind = str(obj.get("kind") or "")
-        info = KINDS.get(kind)
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
-        if info is None or meta is None or not meta.get("name"):
-            raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+        info, meta = object_to_store(obj)
         namespace = meta.get("namespace") or ("default" if info.namespaced else None)
         body = {**obj, "apiVersion": info.api_version}
         try:
@@ -700,14 +703,9 @@ class KubernetesSource(Source):
         except WriteError as exc:
             if exc.status != 409:
                 raise
-        path = self._object_path(kind, str(meta["name"]), namespace)
+        path = self._object_path(info.kind, str(meta["name"]), namespace)
         current = await self._call("GET", path, None, "application/json")
-        cmeta = dict(current.get("metadata") or {})
-        for field in ("labels", "annotations"):
-            if field in meta:
-                cmeta[field] = meta[field]
-        updated = {**current, "metadata": cmeta, "spec": obj.get("spec", current.get("spec"))}
-        return await self._call("PUT", path, updated, "application/json")
+        return await self._call("PUT", path, updated_object(current, obj), "application/json")
 
     async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         """DELETE the object (foreground garbage collection is left to the API server's default).
