@@ -116,6 +116,21 @@ def _req_int(path: Path, line: int, row: dict[str, str], field: str) -> int:
     return value
 
 
+def _unique_name(path: Path, line: int, row: dict[str, str], field: str, what: str, seen: set[str]) -> str:
+    """The stripped ``row[field]``, added to ``seen``.
+
+    Raises:
+        SimInputError: empty (``empty <what> name``) or already seen (``duplicate <what> '<name>'``).
+    """
+    name = (row.get(field) or "").strip()
+    if not name:
+        raise SimInputError(f"{path}:{line}: field {field}: empty {what} name")
+    if name in seen:
+        raise SimInputError(f"{path}:{line}: field {field}: duplicate {what} {name!r}")
+    seen.add(name)
+    return name
+
+
 def load_nodes(path: str | Path) -> list[TraceNode]:
     """Read a node list (``openb_node_list_*.csv``).
 
@@ -127,12 +142,7 @@ def load_nodes(path: str | Path) -> list[TraceNode]:
     out: list[TraceNode] = []
     seen: set[str] = set()
     for line, row in _rows(path, NODE_COLUMNS):
-        name = (row.get("sn") or "").strip()
-        if not name:
-            raise SimInputError(f"{path}:{line}: field sn: empty node name")
-        if name in seen:
-            raise SimInputError(f"{path}:{line}: field sn: duplicate node {name!r}")
-        seen.add(name)
+        name = _unique_name(path, line, row, "sn", "node", seen)
         gpu = _req_int(path, line, row, "gpu")
         if gpu > MAX_GPUS:
             raise SimInputError(f"{path}:{line}: field gpu: at most {MAX_GPUS} GPUs per node, got {gpu}")
@@ -167,12 +177,7 @@ def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = Fa
     out: list[TracePod] = []
     seen: set[str] = set()
     for line, row in _rows(path, required):
-        name = (row.get("name") or "").strip()
-        if not name:
-            raise SimInputError(f"{path}:{line}: field name: empty pod name")
-        if name in seen:
-            raise SimInputError(f"{path}:{line}: field name: duplicate pod {name!r}")
-        seen.add(name)
+        name = _unique_name(path, line, row, "name", "pod", seen)
         num_gpu = _req_int(path, line, row, "num_gpu")
         gpu_milli = _req_int(path, line, row, "gpu_milli")
         if num_gpu > MAX_GPUS:
