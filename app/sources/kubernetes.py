@@ -619,21 +619,9 @@ class KubernetesSource(Source):
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
 
-        def _post() -> tuple[int, bytes]:
-            resp = _request(
-                self._api,
-                "POST",
-                "/api/v1/namespaces/{namespace}/pods/{name}/binding",
-                path_params={"namespace": namespace, "name": name},
-                body=body,
-            )
-            try:
-                return int(resp.status), resp.data
-            finally:
-                _close(resp)
-
+        path = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
         try:
-            status, data = await asyncio.to_thread(_post)
+            status, data = await self._send("POST", path, body, path_params={"namespace": namespace, "name": name})
         except Exception as exc:  # urllib3/OS errors, ApiException (TLS), timeouts
             raise BindError(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
         if not 200 <= status < 300:
@@ -641,22 +629,38 @@ class KubernetesSource(Source):
 
     # -- writes ----------------------------------------------------------------------------------
 
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        content_type: str = "application/json",
+        path_params: dict[str, str] | None = None,
+    ) -> tuple[int, bytes]:
+        """One request in a worker thread: (HTTP status, body bytes); the response is always closed.
+
+        Raises:
+            Exception: whatever the client raised (urllib3/OS errors, ApiException for TLS, timeouts).
+        """
+
+        def _do() -> tuple[int, bytes]:
+            resp = _request(self._api, method, path, path_params=path_params, body=body, content_type=content_type)
+            try:
+                return int(resp.status), resp.data
+            finally:
+                _close(resp)
+
+        return await asyncio.to_thread(_do)
+
     async def _call(self, method: str, path: str, body: dict[str, Any] | None, content_type: str) -> dict[str, Any]:
         """Send one write; return the parsed answer.
 
         Raises:
             WriteError: non-2xx (with the Status message and code) or no answer.
         """
-
-        def _send() -> tuple[int, bytes]:
-            resp = _request(self._api, method, path, body=body, content_type=content_type)
-            try:
-                return int(resp.status), resp.data
-            finally:
-                _close(resp)
-
         try:
-            status, data = await asyncio.to_thread(_send)
+            status, data = await self._send(method, path, body, content_type=content_type)
         except Exception as exc:  # urllib3/OS errors, ApiException (TLS), timeouts
             raise WriteError(f"{method} {path} failed: {exc}") from exc
         if not 200 <= status < 300:
