@@ -516,3 +516,36 @@ def test_sigmoid_rank_keeps_the_reference_ties_and_order() -> None:
         {"scoringStrategy": strategy, "fragmentationAware": {"scoreMapping": "Sigmoid"}}, Handle(ClusterCache())
     )
     assert raw._map_delta(delta).tolist() == [50, 49, 49, 7, 0]
+
+
+def test_share_goes_to_the_gpu_the_fgd_reference_picks() -> None:
+    """The reference (``calculateGpuShareFragExtendScore``) keeps the first GPU with the highest integer
+    score. Here GPU 0 (idle) grows fragmentation by 0 and GPU 1 (200 milli free) by -12.5: both score 50,
+    so the reference, and the default mapping, take minor 0; exact ranking (``Rank``) takes minor 1."""
+    used = {ANN: format_allocations([GPUAllocation(1, {CORE: 80, RATIO: 80, MEM: 13 * GI})])}
+    objs = [node("n", 2), device("n", 2), pod("old", {CORE: "80", RATIO: "80"}, "n", used)]
+    workload = [
+        {"cpu": "1", "memory": "0Mi", "gpuMilli": 200, "weight": 14},
+        {"cpu": "1", "memory": "0Mi", "gpuMilli": 250, "weight": 18},
+    ]
+    strategy = {"type": "FragmentationAware", "resources": [{"name": RATIO, "weight": 1}]}
+    share = {CORE: "10", RATIO: "10"}
+    cache, plugin = setup(objs, {"scoringStrategy": strategy, "fragmentationAware": {"workload": workload}})
+    assert reserve(cache, plugin, pod("a", share), "n") == [0]
+    frag = {"workload": workload, "scoreMapping": "Rank"}
+    cache, plugin = setup(objs, {"scoringStrategy": strategy, "fragmentationAware": frag})
+    assert reserve(cache, plugin, pod("a", share), "n") == [1]
+
+
+def test_slot_growth_is_per_gpu_and_refuses_whole_gpus() -> None:
+    from app.plugins.deviceshare.fragmentation import sigmoid_score, slot_growth
+
+    wl = Workload.from_counts({PodShape(1000, 0, 200): 14.0, PodShape(1000, 0, 250): 18.0})
+    free = np.array([1000, 200, 50, -1], dtype=np.int64)
+    feasible = np.array([True, True, True, False])
+    growth = slot_growth(wl, PodShape(1000, 0, 100), 8000, GI, free, "", feasible)
+    assert growth[:2].tolist() == [0.0, -12.5]
+    assert np.isinf(growth[2:]).all()  # 50 milli free is too little; slot 3 is no GPU
+    assert sigmoid_score(growth).tolist() == [50, 50, 0, 0]
+    with pytest.raises(ValueError, match="needs a share of one GPU, got 1000 milli"):
+        slot_growth(wl, PodShape(1000, 0, 1000), 8000, GI, free, "", feasible)

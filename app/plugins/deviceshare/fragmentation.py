@@ -600,6 +600,55 @@ def best_placement(
     return Placement(delta, slot_out)
 
 
+def slot_growth(
+    workload: Workload,
+    pod: PodShape,
+    free_cpu_milli: int,
+    free_memory_bytes: int,
+    gpu_free_milli: npt.NDArray[np.int64],
+    gpu_model: str,
+    feasible: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.float64]:
+    """(G,) growth of one node's ``F_n(M)`` (GPU milli) if the share ``pod`` goes to each GPU slot.
+
+    Slots the pod cannot use (not ``feasible``, or less free milli than it asks) get +inf. One
+    :func:`best_placement` call over G copies of the node, copy g allowed slot g only.
+
+    Args:
+        gpu_free_milli: (G,) free milli per slot of the node (-1 = no such GPU or unhealthy).
+        gpu_model: the node's GPU model ("" for none).
+        feasible: (G,) slots the plugin's fit test allows.
+
+    Raises:
+        ValueError: ``pod`` is not a share (``0 < gpu_milli < 1000``).
+    """
+    if not 0 < pod.gpu_milli < WHOLE:
+        raise ValueError(f"slot_growth needs a share of one GPU, got {pod.gpu_milli} milli")
+    free = np.asarray(gpu_free_milli, dtype=np.int64)
+    g = len(free)
+    if g == 0:
+        return np.zeros(0, dtype=np.float64)
+    placement = best_placement(
+        workload,
+        pod,
+        np.full(g, free_cpu_milli, dtype=np.int64),
+        np.full(g, free_memory_bytes, dtype=np.int64),
+        np.broadcast_to(free, (g, g)),
+        [gpu_model] * g,
+        np.diag(np.asarray(feasible, dtype=bool)),
+    )
+    return placement.delta
+
+
+def sigmoid_score(delta: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """The FGD reference's integer score of each growth: ``int(sigmoid(-delta / 1000) * 100)``, 0..100
+    (hkust-adsl/kubernetes-scheduler-simulator ``fgd_score.go``; +inf growth scores 0)."""
+    with np.errstate(over="ignore"):
+        sig = 1.0 / (1.0 + np.exp(np.clip(np.asarray(delta, dtype=np.float64) / 1000.0, -700, 700)))
+    out: npt.NDArray[np.int64] = (sig * 100).astype(np.int64)
+    return out
+
+
 def no_gpu_growth(
     workload: Workload,
     pod: PodShape,

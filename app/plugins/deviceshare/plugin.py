@@ -41,7 +41,15 @@ from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
 from app.plugins.deviceshare.devicecache import DeviceCache
-from app.plugins.deviceshare.fragmentation import PodShape, RowMemo, Workload, best_placement, no_gpu_growth
+from app.plugins.deviceshare.fragmentation import (
+    PodShape,
+    RowMemo,
+    Workload,
+    best_placement,
+    no_gpu_growth,
+    sigmoid_score,
+    slot_growth,
+)
 from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
@@ -308,9 +316,7 @@ class DeviceShare:
         if not finite.any():
             return out
         if self.args.score_mapping in ("Sigmoid", "SigmoidRank"):
-            with np.errstate(over="ignore"):
-                sig = 1.0 / (1.0 + np.exp(np.clip(delta[finite] / 1000.0, -700, 700)))
-            integer = (sig * MAX_NODE_SCORE).astype(np.int64)  # the FGD reference's integer score
+            integer = sigmoid_score(delta[finite])  # the FGD reference's integer score
             if self.args.score_mapping == "Sigmoid":
                 out[finite] = integer
                 return out
@@ -338,17 +344,19 @@ class DeviceShare:
             alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
             alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
             shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
-            placement = best_placement(
-                workload,
-                shape,
-                alloc_cpu - req_cpu,
-                alloc_mem - req_mem,
-                table.free_milli(rows),
-                self.devices.models_of(nodes.names),
-                fits[None, :],
-            )
-            if placement.slot[0] >= 0:
-                return [int(placement.slot[0])]
+            free_cpu, free_mem = int((alloc_cpu - req_cpu)[0]), int((alloc_mem - req_mem)[0])
+            model = self.devices.models.get(node, "")
+            growth = slot_growth(workload, shape, free_cpu, free_mem, table.free_milli(rows)[0], model, fits)
+            usable = np.flatnonzero(np.isfinite(growth))
+            if len(usable):
+                # as the FGD reference picks the GPU: the highest integer score, then the lowest GPU
+                # index; the Rank mapping (exact growth ranks) takes the least exact growth instead
+                if self.args.score_mapping == "Rank":
+                    key = growth[usable]
+                else:
+                    key = -sigmoid_score(growth[usable]).astype(np.float64)
+                minors = table.minor[row][usable]
+                return [int(usable[np.lexsort((minors, key))[0]])]
         strategy = MOST_ALLOCATED if self.args.strategy == FRAGMENTATION_AWARE else self.args.strategy
         scores = device_scores(strategy, self.args.weights, req.per_gpu, table, row)
         minors = table.minor[row]
