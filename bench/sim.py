@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "alibaba-gpu-v2023" / "csv"
 sys.path.insert(0, str(REPO))
 
-from app.sim.experiment import events_for, load_trace  # noqa: E402
+from app.sim.experiment import default_tie_break, events_for, load_trace  # noqa: E402
 from app.sim.fragmentation import deviceshare_fragmentation  # noqa: E402
 from app.sim.policies import POLICIES, builtin_policy, with_trace_workload  # noqa: E402
 from app.sim.run import Simulation  # noqa: E402
@@ -54,7 +54,14 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
     events = events_for(trace, "static", args.seed, args.inflate)[: args.limit or None]
     policy = with_trace_workload(builtin_policy(policy_name), trace.pods)  # as run_one does
     with InProcessService(policy.config) as service:
-        sim = Simulation(service, trace.nodes, policy, args.seed, deviceshare_fragmentation(trace.pods))
+        sim = Simulation(
+            service,
+            trace.nodes,
+            policy,
+            args.seed,
+            deviceshare_fragmentation(trace.pods),
+            tie_break=args.tie_break or default_tie_break("static"),
+        )
         sim.load_cluster()
         client_prof, server_prof = cProfile.Profile(), cProfile.Profile()
         if args.profile:
@@ -93,6 +100,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=Path, default=DATA / "openb_node_list_gpu_node.csv")
     parser.add_argument("--pods", type=Path, default=DATA / "openb_pod_list_default.csv")
     parser.add_argument("--limit", type=int, default=0, help="only the first N arrivals (0: all)")
+    parser.add_argument("--tie-break", choices=("name", "random"), default=None, help="default: name (static)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     runs = [bench(p, args) for p in args.policy or list(POLICIES)]

@@ -35,6 +35,20 @@ def sim(
     mode: Annotated[str, typer.Option(help="static (the paper's protocol) or timed (creation/deletion times).")] = (
         "static"
     ),
+    tie_break: Annotated[
+        str | None,
+        typer.Option(
+            help="Among the best-scored nodes: name (smallest, the paper's simulator) or random. "
+            "Default: name in static mode, random in timed mode."
+        ),
+    ] = None,
+    pod_popularity_threshold: Annotated[
+        float,
+        typer.Option(
+            help="Percent of the trace's pods its typical shapes cover: FragmentationAware's target "
+            "workload and the fragmentation metric's (the paper's runs: 95)."
+        ),
+    ] = 95.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the JSON records here.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of allocation ratio vs arrived workload.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
@@ -85,7 +99,16 @@ def sim(
                     progress.update(task, completed=done, total=total)
 
                 try:
-                    result = run_one(trace, pol, s, mode=mode, inflate=inflate, progress=report)
+                    result = run_one(
+                        trace,
+                        pol,
+                        s,
+                        mode=mode,
+                        inflate=inflate,
+                        progress=report,
+                        tie_break=tie_break,
+                        popularity_percent=pod_popularity_threshold,
+                    )
                 except SimInputError as exc:
                     _fail(str(exc))
                 except ConfigError as exc:

@@ -8,13 +8,19 @@ from pathlib import Path
 
 from app.sim.errors import SimInputError
 from app.sim.fragmentation import FragmentationFn, deviceshare_fragmentation
-from app.sim.policies import Policy, with_trace_workload
-from app.sim.run import SimResult, Simulation
+from app.sim.policies import TYPICAL_POPULARITY_PERCENT, Policy, with_trace_workload
+from app.sim.run import TIE_BREAKS, SimResult, Simulation
 from app.sim.service import InProcessService
 from app.sim.trace import TraceNode, TracePod, load_nodes, load_pods
 from app.sim.workload import SimEvent, capacity_milli, static_arrivals, timed_events
 
 MODES: tuple[str, ...] = ("static", "timed")
+
+
+def default_tie_break(mode: str) -> str:
+    """The tie-break a mode uses unless told: ``name`` in static mode (the authors' simulator, so
+    that figures compare with the published ones), ``random`` in timed mode (kube-scheduler)."""
+    return "name" if mode == "static" else "random"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,22 +76,31 @@ def run_one(
     fragmentation: FragmentationFn | None = None,
     progress: Callable[[int, int], None] | None = None,
     loop: str = "auto",
+    tie_break: str | None = None,
+    popularity_percent: float = TYPICAL_POPULARITY_PERCENT,
 ) -> SimResult:
     """Start a fresh service with ``policy``, load the cluster, replay the events, stop the service.
 
     ``fragmentation`` defaults to the DeviceShare plugin's F_n over the trace's workload (None
-    while that module is missing). ``progress(done, total)`` is called now and then.
+    while that module is missing). ``progress(done, total)`` is called now and then. ``tie_break``
+    (:data:`app.sim.run.TIE_BREAKS`) defaults to :func:`default_tie_break` of ``mode``.
+    ``popularity_percent``: the share of the trace's pods its typical shapes cover, FGD's target
+    workload and the fragmentation metric's (the reference's ``podPopularityThreshold``).
 
     Raises:
-        SimInputError: bad ``inflate``.
+        SimInputError: bad ``inflate``, ``tie_break`` or ``popularity_percent``.
         ConfigError: the policy's configuration is invalid.
         ServiceError: the service did not start.
         VerbError: the service answered a verb with an HTTP error.
     """
+    tie_break = tie_break or default_tie_break(mode)
+    if tie_break not in TIE_BREAKS:
+        raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
     events = events_for(trace, mode, seed, inflate)
-    frag = fragmentation if fragmentation is not None else deviceshare_fragmentation(trace.pods)
+    frag = fragmentation if fragmentation is not None else deviceshare_fragmentation(trace.pods, popularity_percent)
     total = len(events)
-    policy = with_trace_workload(policy, trace.pods)  # FGD's target workload is the trace's (as the paper)
+    # FGD's target workload is the trace's (as the paper)
+    policy = with_trace_workload(policy, trace.pods, popularity_percent)
     with InProcessService(policy.config, loop=loop) as service:
         sim = Simulation(
             service,
@@ -94,6 +109,7 @@ def run_one(
             seed,
             frag,
             progress=(lambda done: progress(done, total)) if progress is not None else None,
+            tie_break=tie_break,
         )
         sim.load_cluster()
         return sim.run(events)

@@ -3,11 +3,13 @@
 Per pod, as kube-scheduler with our extender (``nodeCacheCapable: true``) would: the pod is
 created in the source, kube-scheduler's own node fit (:mod:`app.sim.fit`) selects the feasible
 nodes, ``POST /filter`` with their names, ``POST /prioritize`` with the survivors (except for the
-Random policy), the best extender score wins (ties broken uniformly with the seeded RNG, as
-kube-scheduler's selectHost does), ``POST /bind``. A pod that fails is recorded with its reason
-and not retried. Metrics follow the paper: GPU allocation ratio (allocated milli-GPU over
-capacity, percent) each time the arrived GPU requests cross a whole percent of capacity, and
-the fragmentation ratio at 70 % and 90 % arrived.
+Random policy), the best extender score wins, ``POST /bind``. Ties among the best go by
+:data:`TIE_BREAKS`: ``name`` (the smallest node name, as the authors' simulator patched selectHost
+"for reproducibility"; the static protocol's default, so that figures compare) or ``random``
+(uniform with the seeded RNG, as kube-scheduler's own selectHost does; the timed default). A pod
+that fails is recorded with its reason and not retried. Metrics follow the paper: GPU allocation
+ratio (allocated milli-GPU over capacity, percent) each time the arrived GPU requests cross a whole
+percent of capacity, and the fragmentation ratio at 70 % and 90 % arrived.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
 from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
 from app.sim.objects import NAMESPACE, device_object, node_object, pod_object
@@ -35,6 +38,12 @@ from app.sim.workload import EventKind, SimEvent
 ALLOCATION_POINTS: tuple[int, ...] = (100, 130)
 FRAGMENTATION_POINTS: tuple[int, ...] = (70, 90)
 VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
+
+#: How a run picks among nodes with the best score. ``name``: the smallest node name (byte order),
+#: hkust-adsl/kubernetes-scheduler-simulator's ``selectHost``
+#: (vendor/k8s.io/kubernetes/pkg/scheduler/core/generic_scheduler.go). ``random``: uniformly,
+#: kube-scheduler's reservoir sampling in ``selectHost``.
+TIE_BREAKS: tuple[str, ...] = ("name", "random")
 
 
 class VerbError(RuntimeError):
@@ -100,9 +109,13 @@ class Simulation:
         service: the running service (fresh: the run loads the cluster into it).
         nodes: the cluster.
         policy: how to choose among feasible nodes.
-        seed: RNG seed for tie-breaking (the arrival order is drawn by the caller).
+        seed: RNG seed for random tie-breaks and the Random policy (the arrival order is drawn by the caller).
         fragmentation: F_n bound to the target workload, or None (no fragmentation metric).
         progress: called with the number of events processed so far, now and then.
+        tie_break: one of :data:`TIE_BREAKS`.
+
+    Raises:
+        SimInputError: unknown ``tie_break``.
     """
 
     def __init__(
@@ -113,7 +126,11 @@ class Simulation:
         seed: int,
         fragmentation: FragmentationFn | None = None,
         progress: Callable[[int], None] | None = None,
+        tie_break: str = "random",
     ) -> None:
+        if tie_break not in TIE_BREAKS:
+            raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+        self.tie_break = tie_break
         self.service = service
         self.nodes = nodes
         self.policy = policy
@@ -266,7 +283,10 @@ class Simulation:
             scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
             values = np.array([h["Score"] for h in scores], dtype=np.int64)
             top = np.flatnonzero(values == values.max())
-            node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
+            if self.tie_break == "name":
+                node = min(str(scores[int(i)]["Host"]) for i in top)
+            else:
+                node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
         meta = obj["metadata"]

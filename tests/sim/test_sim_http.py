@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.errors import SimInputError
 from app.sim.experiment import Trace, events_for, load_trace, run_one
 from app.sim.fragmentation import deviceshare_fragmentation
 from app.sim.policies import builtin_policy
@@ -80,3 +81,32 @@ def test_timed_mode_departures_free_the_gpus(trace_slice: tuple[Path, Path]) -> 
     assert result.problems == []
     assert result.arrived_pods == len(trace.pods)
     assert result.scheduled_pods > 0
+
+
+def _placements(tmp_path: Path, policy: str, tie_break: str) -> list[str]:
+    """Nodes of three identical 8-GPU nodes (listed out of name order) that three whole-GPU pods get."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n-{c},64000,262144,8,V100M32\n" for c in "cab"))
+    pods = tmp_path / "pods.csv"
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n"
+    pods.write_text(header + "".join(f"p{i},1000,1024,1,1000,,LS\n" for i in range(3)))
+    trace = load_trace(nodes, pods, "static")
+    chosen = builtin_policy(policy)
+    with InProcessService(chosen.config) as service:
+        sim = Simulation(service, trace.nodes, chosen, 3, None, tie_break=tie_break)
+        sim.load_cluster()
+        sim.run(events_for(trace, "static", 3, 0.01))  # no resampling: exactly p0, p1, p2 in shuffled order
+        by_name = service.read(lambda: {p.name: p.node_name for p in service.state.cache.pods.values()})
+    return [by_name[k] for k in sorted(by_name)]
+
+
+def test_name_tie_break_takes_the_smallest_node_name_among_the_best(tmp_path: Path) -> None:
+    # MostAllocated: every node ties on the empty cluster, then n-a is the fullest: all three there
+    assert _placements(tmp_path, "MostAllocated", "name") == ["n-a", "n-a", "n-a"]
+    # LeastAllocated: n-a first (tie), then n-b and n-c tie as the emptiest: n-b, then n-c
+    assert sorted(_placements(tmp_path, "LeastAllocated", "name")) == ["n-a", "n-b", "n-c"]
+
+
+def test_unknown_tie_break_is_refused(trace: Trace) -> None:
+    with pytest.raises(SimInputError, match="--tie-break: must be one of name, random, got 'first'"):
+        run_one(trace, builtin_policy("MostAllocated"), 1, tie_break="first")
