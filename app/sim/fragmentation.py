@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from app.sim.fit import MIB
+from app.sim.policies import TYPICAL_POPULARITY_PERCENT, trace_workload
 from app.sim.trace import TracePod
 
 #: (free cpu milli (N,), free memory bytes (N,), free milli per GPU slot (N, G; -1 none), models (N,))
@@ -24,20 +24,22 @@ FragmentationFn = Callable[
 ]
 
 
-def deviceshare_fragmentation(pods: Sequence[TracePod]) -> FragmentationFn | None:
-    """F_n of the DeviceShare plugin bound to the workload of ``pods``; None while the plugin does not
-    provide ``app.plugins.deviceshare.fragmentation`` yet."""
+def deviceshare_fragmentation(
+    pods: Sequence[TracePod], popularity_percent: float = TYPICAL_POPULARITY_PERCENT
+) -> FragmentationFn | None:
+    """F_n of the DeviceShare plugin bound to the typical pod shapes of ``pods``
+    (:func:`app.sim.policies.trace_workload` at ``popularity_percent``: the target workload that
+    FragmentationAware is given, as the authors measure with the same typical pods they schedule
+    by); None while the plugin does not provide ``app.plugins.deviceshare.fragmentation`` yet."""
     try:
-        from app.plugins.deviceshare.fragmentation import PodShape, Workload, node_fragmentation
+        from app.plugins.deviceshare.args import decode_args
+        from app.plugins.deviceshare.fragmentation import node_fragmentation
     except ImportError:
         return None
-    shapes = []
-    for p in pods:
-        model: str | tuple[str, ...] | None = None
-        if p.gpu_models is not None:
-            model = p.gpu_models[0] if len(p.gpu_models) == 1 else p.gpu_models
-        shapes.append(PodShape(p.cpu_milli, p.memory_mib * MIB, p.gpu_total_milli, model))
-    workload = Workload.from_shapes(shapes)
+    entries = trace_workload(pods, popularity_percent)
+    workload = decode_args({"fragmentationAware": {"workload": entries}}).workload
+    if workload is None:
+        return None
 
     def measure(
         cpu: npt.NDArray[np.int64],

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.cache.snapshot import ClusterCache
 from app.framework.interfaces import Handle
 from app.plugins.deviceshare.plugin import new_device_share
+from app.sim.errors import SimInputError
 from app.sim.policies import builtin_policy, trace_workload, with_trace_workload
 from app.sim.trace import TracePod
 
@@ -24,7 +27,7 @@ def test_strategies_weigh_the_gpu_share_so_nodes_do_not_all_score_zero() -> None
 
 def test_trace_workload_counts_shapes() -> None:
     pods = [_pod("a", 4000, 1, 500), _pod("b", 4000, 1, 500), _pod("c", 8000, 2, 1000, ("V100M16", "V100M32"))]
-    assert trace_workload(pods) == [
+    assert trace_workload(pods, popularity_percent=100) == [
         {"cpu": "4000m", "memory": "0Mi", "gpuMilli": 500, "weight": 2},
         {"cpu": "8000m", "memory": "0Mi", "gpuMilli": 2000, "weight": 1, "gpuModel": ["V100M16", "V100M32"]},
     ]
@@ -41,7 +44,14 @@ def test_trace_workload_keeps_the_popular_shapes_as_the_reference_typical_pods()
         {"cpu": "2000m", "memory": "0Mi", "gpuMilli": 0, "weight": 6},
         {"cpu": "100m", "memory": "0Mi", "gpuMilli": 1000, "weight": 3},
     ]
-    assert len(trace_workload(pods)) == 4  # default: every shape
+    assert trace_workload(pods) == trace_workload(pods, popularity_percent=95)  # the reference's default
+    assert len(trace_workload(pods, popularity_percent=100)) == 4  # every shape
+
+
+@pytest.mark.parametrize("percent", [0, -5, 100.5])
+def test_popularity_outside_0_100_is_refused_with_the_option_named(percent: float) -> None:
+    with pytest.raises(SimInputError, match=r"--pod-popularity-threshold: must be in \(0, 100\]"):
+        trace_workload([_pod("a", 4000, 1, 500)], popularity_percent=percent)
 
 
 def test_only_fragmentation_aware_without_a_workload_gets_the_trace_workload() -> None:
