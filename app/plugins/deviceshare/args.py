@@ -9,7 +9,7 @@ weight 1, applied only when ``scoringStrategy`` is absent) and ``validation_plug
 Ours: ``scoringStrategy.type: FragmentationAware`` and the ``fragmentationAware`` block::
 
     fragmentationAware:
-      scoreMapping: Rank          # Rank (default) | Sigmoid (the paper's sigmoid(-delta/1000)*100)
+      scoreMapping: SigmoidRank   # SigmoidRank (default) | Rank | Sigmoid (the paper's sigmoid(-delta/1000)*100)
       learnedPods: 10000          # sliding window of pods the workload is learned from (when no workload)
       workload:                   # optional fixed target workload; absent = learned from pods seen
         - {cpu: "8", memory: 32Gi, gpuMilli: 500, gpuModel: V100M16, weight: 3}

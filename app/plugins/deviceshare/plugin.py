@@ -338,7 +338,6 @@ class DeviceShare:
         if int(fits.sum()) < req.count:
             return None
         if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
-            nodes = NodeBatch(rows, [node])
             workload = self.workload() or _NO_WORKLOAD
             cache = self.handle.cache
             alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
