@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=Path, default=DATA / "openb_node_list_gpu_node.csv")
     parser.add_argument("--pods", type=Path, default=DATA / "openb_pod_list_default.csv")
     parser.add_argument("--limit", type=int, default=0, help="only the first N arrivals (0: all)")
-    parser.add_argument("--tie-break", choices=("name", "random"), default=None, help="default: name (static)")
+    parser.add_argument("--tie-break", choices=("order", "name", "random"), help="default: order (static)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     runs = [bench(p, args) for p in args.policy or list(POLICIES)]

@@ -18,9 +18,9 @@ MODES: tuple[str, ...] = ("static", "timed")
 
 
 def default_tie_break(mode: str) -> str:
-    """The tie-break a mode uses unless told: ``name`` in static mode (the authors' simulator, so
+    """The tie-break a mode uses unless told: ``order`` in static mode (the authors' simulator, so
     that figures compare with the published ones), ``random`` in timed mode (kube-scheduler)."""
-    return "name" if mode == "static" else "random"
+    return "order" if mode == "static" else "random"
 
 
 @dataclass(frozen=True, slots=True)

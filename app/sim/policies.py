@@ -70,8 +70,8 @@ def config_policy(path: Path, known_plugins: list[str]) -> Policy:
 #: Percent of the trace's pods the typical shapes must cover: the authors' runs use 95
 #: (``generate_config_and_run.py``: ``podPopularityThreshold: 95``, ``podIncreaseStep: 1``). On the
 #: default trace that keeps 35 of 91 shapes, all of them single-GPU or GPU-less. The 8-GPU pods
-#: still find idle nodes because the authors' scheduler breaks score ties by the smallest node name
-#: (see :data:`app.sim.run.TIE_BREAKS`), which fills nodes in name order.
+#: still find idle nodes because the authors' scheduler breaks score ties by a node order fixed for
+#: the run (see :data:`app.sim.run.TIE_BREAKS`), which fills nodes one after another.
 TYPICAL_POPULARITY_PERCENT = 95
 
 

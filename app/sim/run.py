@@ -4,12 +4,12 @@ Per pod, as kube-scheduler with our extender (``nodeCacheCapable: true``) would:
 created in the source, kube-scheduler's own node fit (:mod:`app.sim.fit`) selects the feasible
 nodes, ``POST /filter`` with their names, ``POST /prioritize`` with the survivors (except for the
 Random policy), the best extender score wins, ``POST /bind``. Ties among the best go by
-:data:`TIE_BREAKS`: ``name`` (the smallest node name, as the authors' simulator patched selectHost
-"for reproducibility"; the static protocol's default, so that figures compare) or ``random``
-(uniform with the seeded RNG, as kube-scheduler's own selectHost does; the timed default). A pod
+:data:`TIE_BREAKS` (``order``, the authors' choice, is the static protocol's default so that
+figures compare; ``random``, kube-scheduler's own, the timed default). A pod
 that fails is recorded with its reason and not retried. Metrics follow the paper: GPU allocation
-ratio (allocated milli-GPU over capacity, percent) each time the arrived GPU requests cross a whole
-percent of capacity, and the fragmentation ratio at 70 % and 90 % arrived.
+ratio (allocated milli-GPU over capacity, percent) at each whole percent of arrived GPU requests,
+computed as the authors do (:mod:`app.sim.curve`), and the fragmentation ratio at 70 % and 90 %
+arrived, the mean over the arrivals that round to them, as the authors compute it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy.typing as npt
 import orjson
 
 from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
 from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
@@ -39,11 +40,15 @@ ALLOCATION_POINTS: tuple[int, ...] = (100, 130)
 FRAGMENTATION_POINTS: tuple[int, ...] = (70, 90)
 VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
 
-#: How a run picks among nodes with the best score. ``name``: the smallest node name (byte order),
-#: hkust-adsl/kubernetes-scheduler-simulator's ``selectHost``
-#: (vendor/k8s.io/kubernetes/pkg/scheduler/core/generic_scheduler.go). ``random``: uniformly,
-#: kube-scheduler's reservoir sampling in ``selectHost``.
-TIE_BREAKS: tuple[str, ...] = ("name", "random")
+#: How a run picks among nodes with the best score.
+#:
+#: - ``order``: the first in a node order drawn once per run with the seed. The authors' simulator
+#:   (hkust-adsl/kubernetes-scheduler-simulator) prefixes every node name with its index in a seeded
+#:   random permutation (``syncClusterResourceList``) and patches selectHost to take the smallest
+#:   name on ties "for reproducibility" (vendor/.../scheduler/core/generic_scheduler.go).
+#: - ``name``: the smallest node name (byte order).
+#: - ``random``: uniformly, kube-scheduler's reservoir sampling in ``selectHost``.
+TIE_BREAKS: tuple[str, ...] = ("order", "name", "random")
 
 
 class VerbError(RuntimeError):
@@ -55,7 +60,8 @@ class SimResult:
     """What one run measured.
 
     Attributes:
-        curve: allocation ratio (percent) at each whole arrived percent 0, 1, 2, ... reached.
+        curve: allocation ratio (percent) at each whole arrived percent 0, 1, 2, ... reached
+            (:func:`app.sim.curve.allocation_curve`: the mean over the arrivals that round to it).
         frag: fragmentation ratio (percent) at :data:`FRAGMENTATION_POINTS` (None: not measurable).
         failed: failed pods by reason.
         wall_seconds: wall time of the scheduling loop (service start and cluster load excluded).
@@ -137,6 +143,9 @@ class Simulation:
         self.rng = np.random.default_rng(seed)
         self.fit = NodeFit(nodes)
         self.rows = {n.name: i for i, n in enumerate(nodes)}
+        # the run's node order for ``order`` tie-breaks (its own stream: the arrival RNG is untouched)
+        order = np.random.default_rng([seed, 1]).permutation(len(nodes)).tolist()
+        self._rank = {n.name: r for n, r in zip(nodes, order, strict=True)}
         self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
         self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
         self.fragmentation = fragmentation
@@ -149,6 +158,9 @@ class Simulation:
         self._arrived = 0
         self._allocated = 0
         self._next_point = 0
+        self._arrived_log: list[int] = []  # arrived / allocated GPU milli after each arrival
+        self._allocated_log: list[int] = []
+        self._frag_samples: dict[int, list[float]] = {p: [] for p in FRAGMENTATION_POINTS}
 
     @property
     def allocated_milli(self) -> int:
@@ -195,6 +207,11 @@ class Simulation:
             if self.progress is not None and i % 64 == 0:
                 self.progress(i)
         self.result.wall_seconds = time.perf_counter() - start
+        if self.capacity:
+            self.result.curve = allocation_curve(self._arrived_log, self._allocated_log, self.capacity)
+        for point, samples in self._frag_samples.items():
+            if samples:
+                self.result.frag[point] = sum(samples) / len(samples)
         after = self._server_seconds()
         self.result.server_seconds = {v: after[v] - before[v] for v in VERBS}
         if self.progress is not None:
@@ -238,7 +255,10 @@ class Simulation:
             self._allocated += pod.gpu_total_milli
             self.result.scheduled_pods += 1
         self._arrived += pod.gpu_total_milli
+        self._arrived_log.append(self._arrived)
+        self._allocated_log.append(self._allocated)
         self._record_points()
+        self._sample_fragmentation()
 
     def _depart(self, event: SimEvent) -> None:
         arrival = event.arrival
@@ -283,7 +303,9 @@ class Simulation:
             scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
             values = np.array([h["Score"] for h in scores], dtype=np.int64)
             top = np.flatnonzero(values == values.max())
-            if self.tie_break == "name":
+            if self.tie_break == "order":
+                node = min((str(scores[int(i)]["Host"]) for i in top), key=lambda h: (self._rank.get(h, 0), h))
+            elif self.tie_break == "name":
                 node = min(str(scores[int(i)]["Host"]) for i in top)
             else:
                 node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
@@ -300,15 +322,27 @@ class Simulation:
 
     # ------------------------------------------------------------------ metrics
     def _record_points(self) -> None:
-        """Append the allocation ratio for every whole arrived percent crossed; fragmentation at its points."""
+        """Fragmentation at each of :data:`FRAGMENTATION_POINTS` the arrived GPU requests cross (the
+        allocation curve is computed from the per-arrival log at the end, see :mod:`app.sim.curve`)."""
         if self.capacity == 0:
             return
         while self._arrived * 100 >= self._next_point * self.capacity:
-            point = self._next_point
-            self.result.curve.append(self._allocated / self.capacity * 100.0)
-            if point in FRAGMENTATION_POINTS:
-                self.result.frag[point] = self._fragmentation()
+            if self._next_point in FRAGMENTATION_POINTS:
+                self.result.frag[self._next_point] = self._fragmentation()
             self._next_point += 1
+
+    def _sample_fragmentation(self) -> None:
+        """Fragmentation after each arrival whose arrived ratio rounds to a :data:`FRAGMENTATION_POINTS`
+        percent; the point reports their mean (the authors' ``merge_frag_ratio_discrete.py``), or the
+        value at the crossing when no arrival rounds to it."""
+        if self.capacity == 0 or self.fragmentation is None:
+            return
+        point = round(self._arrived * 100 / self.capacity)
+        samples = self._frag_samples.get(point)
+        if samples is not None:
+            value = self._fragmentation()
+            if value is not None:
+                samples.append(value)
 
     def _fragmentation(self) -> float | None:
         if self.fragmentation is None:

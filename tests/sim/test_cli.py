@@ -57,7 +57,7 @@ def test_bad_inputs_exit_2_naming_file_line_field(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--inflate", "0", "--quiet"])
     assert result.exit_code == 2 and "--inflate: must be positive" in result.output
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--tie-break", "first"])
-    assert result.exit_code == 2 and "--tie-break: must be one of name, random, got 'first'" in result.output
+    assert result.exit_code == 2 and "--tie-break: must be one of order, name, random, got 'first'" in result.output
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--pod-popularity-threshold", "0"])
     assert result.exit_code == 2 and "--pod-popularity-threshold: must be in (0, 100], got 0" in result.output
     bad_config = tmp_path / "policy.yaml"

@@ -107,6 +107,14 @@ def test_name_tie_break_takes_the_smallest_node_name_among_the_best(tmp_path: Pa
     assert sorted(_placements(tmp_path, "LeastAllocated", "name")) == ["n-a", "n-b", "n-c"]
 
 
+def test_order_tie_break_fills_one_node_of_a_seeded_order_first(tmp_path: Path) -> None:
+    # the authors' protocol: a fixed node order per run; MostAllocated keeps packing its first node
+    placed = _placements(tmp_path, "MostAllocated", "order")
+    assert len(set(placed)) == 1
+    assert _placements(tmp_path, "MostAllocated", "order") == placed  # same seed, same order
+    assert sorted(_placements(tmp_path, "LeastAllocated", "order")) == ["n-a", "n-b", "n-c"]
+
+
 def test_unknown_tie_break_is_refused(trace: Trace) -> None:
-    with pytest.raises(SimInputError, match="--tie-break: must be one of name, random, got 'first'"):
+    with pytest.raises(SimInputError, match="--tie-break: must be one of order, name, random, got 'first'"):
         run_one(trace, builtin_policy("MostAllocated"), 1, tie_break="first")
