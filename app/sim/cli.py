@@ -69,7 +69,9 @@ def sim(
     from app.sim.run import SimResult, VerbError
     from app.sim.service import ServiceError
 
-    console = Console(stderr=output is None or str(output) == "-")
+    to_stderr = output is None or str(output) == "-"
+    # the summary table has 12 columns: keep it readable when the output is a file or a pipe
+    console = Console(stderr=to_stderr, width=None if Console(stderr=to_stderr).is_terminal else 160)
     try:
         chosen: list[Policy] = [builtin_policy(p) for p in policy or []]
         known = default_registry().names()

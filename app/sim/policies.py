@@ -2,9 +2,10 @@
 
 Every policy enables NodeResourcesFit and DeviceShare (which allocates GPUs at bind) and leaves
 LoadAwareScheduling out: the simulated cluster has no NodeMetrics. ``Random`` does not
-prioritize: kube-scheduler picks uniformly among the feasible nodes. The others set DeviceShare's
-``scoringStrategy.type`` (upstream DeviceShareArgs; ``FragmentationAware`` is this project's
-Fragmentation Gradient Descent strategy). ``--config FILE`` runs a plugin config file instead.
+prioritize: kube-scheduler picks uniformly among the feasible nodes, and DeviceShare's MostAllocated
+picks the GPUs there. The others set DeviceShare's ``scoringStrategy.type`` (upstream
+DeviceShareArgs; ``FragmentationAware`` is this project's Fragmentation Gradient Descent strategy).
+``--config FILE`` runs a plugin config file instead.
 """
 
 from __future__ import annotations
@@ -50,12 +51,15 @@ def builtin_policy(name: str) -> Policy:
     canonical = next((p for p in POLICIES if p.lower() == name.lower()), None)
     if canonical is None:
         raise SimInputError(f"--policy: unknown policy {name!r} (known: {', '.join(POLICIES)})")
-    if canonical == "Random":
-        return Policy(canonical, SchedulerConfig((PluginSpec("NodeResourcesFit"), PluginSpec("DeviceShare"))), False)
     # Upstream applies its default resource weights only when scoringStrategy is absent: a strategy
     # given without resources scores every node 0. Weigh the GPU share, the resource the trace asks for.
-    args = {"scoringStrategy": {"type": canonical, "resources": [{"name": GPU_MEMORY_RATIO, "weight": 1}]}}
-    return Policy(canonical, SchedulerConfig((PluginSpec("NodeResourcesFit"), PluginSpec("DeviceShare", 1, args))))
+    # Random never prioritizes; its strategy only picks the GPUs inside the chosen node: MostAllocated
+    # (the fullest card that fits), as the authors' Random baseline takes the best-fit GPU
+    # (Open-Gpu-Share's default gpuSelMethod "best").
+    strategy = "MostAllocated" if canonical == "Random" else canonical
+    args = {"scoringStrategy": {"type": strategy, "resources": [{"name": GPU_MEMORY_RATIO, "weight": 1}]}}
+    specs = (PluginSpec("NodeResourcesFit"), PluginSpec("DeviceShare", 1, args))
+    return Policy(canonical, SchedulerConfig(specs), canonical != "Random")
 
 
 def config_policy(path: Path, known_plugins: list[str]) -> Policy:

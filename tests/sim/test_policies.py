@@ -64,3 +64,13 @@ def test_only_fragmentation_aware_without_a_workload_gets_the_trace_workload() -
     most = builtin_policy("MostAllocated")
     assert with_trace_workload(most, pods) is most
     assert with_trace_workload(fgd, [_pod("z", 1, 0, 0)]) is fgd  # a given workload is kept
+
+
+def test_random_does_not_prioritize_and_packs_gpus_inside_the_node() -> None:
+    # the authors' Random baseline: a random feasible node, then the best-fit GPU there
+    policy = builtin_policy("random")
+    assert policy.name == "Random" and policy.prioritize is False
+    spec = policy.config.plugins[-1]
+    plugin = new_device_share(spec.args, Handle(ClusterCache()))
+    assert plugin.args.strategy == "MostAllocated"
+    assert builtin_policy("MostAllocated").prioritize is True
