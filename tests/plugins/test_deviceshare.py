@@ -549,3 +549,19 @@ def test_slot_growth_is_per_gpu_and_refuses_whole_gpus() -> None:
     assert sigmoid_score(growth).tolist() == [50, 50, 0, 0]
     with pytest.raises(ValueError, match="needs a share of one GPU, got 1000 milli"):
         slot_growth(wl, PodShape(1000, 0, 1000), 8000, GI, free, "", feasible)
+
+
+def test_share_gpu_choice_counts_the_assumed_pods_cpu_once() -> None:
+    """At Reserve the pod is already assumed on the node; its cpu must not be taken twice. With 10 cores
+    free and a 4-core pod, 6 remain: the 5-core typical shapes still fit, and GPU 1 (200 milli free)
+    grows fragmentation least. Counting the pod twice (2 cores left) would pick GPU 0 instead."""
+    held = [GPUAllocation(0, {CORE: 50, RATIO: 50, MEM: 8 * GI}), GPUAllocation(1, {CORE: 80, RATIO: 80, MEM: 13 * GI})]
+    used = {ANN: format_allocations(held)}
+    objs = [node("n", 2, cpu="10"), device("n", 2), pod("old", {"cpu": "0", CORE: "130", RATIO: "130"}, "n", used)]
+    workload = [
+        {"cpu": "5", "memory": "0Mi", "gpuMilli": 300, "weight": 4},
+        {"cpu": "5", "memory": "0Mi", "gpuMilli": 1000, "weight": 12},
+    ]
+    strategy = {"type": "FragmentationAware", "resources": [{"name": RATIO, "weight": 1}]}
+    cache, plugin = setup(objs, {"scoringStrategy": strategy, "fragmentationAware": {"workload": workload}})
+    assert reserve(cache, plugin, pod("a", {"cpu": "4", CORE: "10", RATIO: "10"}), "n") == [1]

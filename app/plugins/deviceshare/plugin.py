@@ -344,6 +344,9 @@ class DeviceShare:
             alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
             shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
             free_cpu, free_mem = int((alloc_cpu - req_cpu)[0]), int((alloc_mem - req_mem)[0])
+            if pod.node_name == node:  # assumed before Reserve: its own requests are counted already
+                free_cpu += pod.requests.get("cpu", 0)
+                free_mem += pod.requests.get("memory", 0)
             model = self.devices.models.get(node, "")
             growth = slot_growth(workload, shape, free_cpu, free_mem, table.free_milli(rows)[0], model, fits)
             usable = np.flatnonzero(np.isfinite(growth))
