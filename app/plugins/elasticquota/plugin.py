@@ -39,6 +39,7 @@ from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.preempt import select_victims
 from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask, print_resource_list
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
+from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
 from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
 from app.server.wire import error_response
 from app.sources.base import WriteError
@@ -85,6 +86,9 @@ class ElasticQuota(CacheListener):
         current = self.manager.objects.get(name)
         if obj is None and current is not None and _key_of(current) != key:
             return  # a same-named quota in another namespace is the live one
+        if obj is not None and current is not None and _key_of(current) == key and same_definition(current, obj):
+            self.manager.objects[name] = obj  # only the status writer's fields changed: the tree stands
+            return
         self.manager.set_quota_object(name, obj)
 
     # ------------------------------------------------------------------ PreFilter
@@ -158,11 +162,28 @@ class ElasticQuota(CacheListener):
 
     # ------------------------------------------------------------------ revoke
     async def run_background(self, source: Any) -> None:
-        """Every ``revokePodInterval``: evict pods of quotas over their runtime for longer than
-        ``delayEvictTime``. Runs only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream)."""
-        if not (self.args.monitor_all_quotas and self.args.enable_runtime_quota):
+        """Two loops for the app's lifetime: every second, write runtime, request and used back to each
+        ElasticQuota (:mod:`app.plugins.elasticquota.statuswriter`, as upstream's quota controller); and
+        every ``revokePodInterval``, evict pods of quotas over their runtime for longer than
+        ``delayEvictTime``, only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream)."""
+        loops = [self._status_loop(source)]
+        if self.args.monitor_all_quotas and self.args.enable_runtime_quota:
+            loops.append(self._revoke_loop(source))
+        else:
             log.info("monitorAllQuotas not true: the ElasticQuota over-use revoke loop does not run")
-            return
+        await asyncio.gather(*loops)
+
+    async def _status_loop(self, source: Any) -> None:
+        writer = StatusWriter(self.manager)
+        while True:
+            await asyncio.sleep(STATUS_SYNC_INTERVAL)
+            if source.ready() and self.manager.active:
+                try:
+                    await writer.sync_once(source)
+                except Exception:  # the loop must survive one bad round
+                    log.exception("ElasticQuota status round failed")
+
+    async def _revoke_loop(self, source: Any) -> None:
         interval = max(self.args.revoke_pod_interval, 0.05)
         while True:
             await asyncio.sleep(interval)
