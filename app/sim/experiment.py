@@ -9,7 +9,7 @@ from pathlib import Path
 from app.sim.errors import SimInputError
 from app.sim.fragmentation import FragmentationFn, deviceshare_fragmentation
 from app.sim.policies import TYPICAL_POPULARITY_PERCENT, Policy, with_trace_workload
-from app.sim.run import TIE_BREAKS, SimResult, Simulation
+from app.sim.run import SimResult, Simulation, check_tie_break
 from app.sim.service import InProcessService
 from app.sim.trace import TraceNode, TracePod, load_nodes, load_pods
 from app.sim.workload import SimEvent, capacity_milli, static_arrivals, timed_events
@@ -93,9 +93,7 @@ def run_one(
         ServiceError: the service did not start.
         VerbError: the service answered a verb with an HTTP error.
     """
-    tie_break = tie_break or default_tie_break(mode)
-    if tie_break not in TIE_BREAKS:
-        raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
+    tie_break = check_tie_break(tie_break or default_tie_break(mode))  # before the service starts
     events = events_for(trace, mode, seed, inflate)
     frag = fragmentation if fragmentation is not None else deviceshare_fragmentation(trace.pods, popularity_percent)
     total = len(events)

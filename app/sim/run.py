@@ -51,6 +51,17 @@ VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
 TIE_BREAKS: tuple[str, ...] = ("order", "name", "random")
 
 
+def check_tie_break(name: str) -> str:
+    """``name`` when it is one of :data:`TIE_BREAKS`.
+
+    Raises:
+        SimInputError: any other name (the message lists the known ones).
+    """
+    if name not in TIE_BREAKS:
+        raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {name!r}")
+    return name
+
+
 class VerbError(RuntimeError):
     """The service answered a verb with an HTTP error (a bug: the simulator's bodies are valid)."""
 
@@ -134,9 +145,7 @@ class Simulation:
         progress: Callable[[int], None] | None = None,
         tie_break: str = "random",
     ) -> None:
-        if tie_break not in TIE_BREAKS:
-            raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {tie_break!r}")
-        self.tie_break = tie_break
+        self.tie_break = check_tie_break(tie_break)
         self.service = service
         self.nodes = nodes
         self.policy = policy
@@ -198,7 +207,7 @@ class Simulation:
         """
         start = time.perf_counter()
         before = self._server_seconds()
-        self._record_points()
+        self._record_fragmentation()
         for i, event in enumerate(events):
             if event.kind is EventKind.ARRIVE:
                 self._arrive(event)
@@ -257,8 +266,7 @@ class Simulation:
         self._arrived += pod.gpu_total_milli
         self._arrived_log.append(self._arrived)
         self._allocated_log.append(self._allocated)
-        self._record_points()
-        self._sample_fragmentation()
+        self._record_fragmentation()
 
     def _depart(self, event: SimEvent) -> None:
         arrival = event.arrival
@@ -321,28 +329,26 @@ class Simulation:
         return node
 
     # ------------------------------------------------------------------ metrics
-    def _record_points(self) -> None:
-        """Fragmentation at each of :data:`FRAGMENTATION_POINTS` the arrived GPU requests cross (the
-        allocation curve is computed from the per-arrival log at the end, see :mod:`app.sim.curve`)."""
+    def _record_fragmentation(self) -> None:
+        """Fragmentation after the latest arrival, measured at most once per arrival.
+
+        Each arrival whose arrived ratio rounds to one of :data:`FRAGMENTATION_POINTS` adds a sample;
+        the point reports their mean at the end of the run (the authors' ``merge_frag_ratio_discrete.py``).
+        The value at the arrival that first crosses the point is kept as the fallback for a point no
+        arrival rounds to. (The allocation curve comes from the per-arrival log, :mod:`app.sim.curve`.)
+        """
         if self.capacity == 0:
             return
+        point = round(self._arrived * 100 / self.capacity)
+        samples = self._frag_samples.get(point) if self.fragmentation is not None else None
+        value = self._fragmentation() if samples is not None else None
+        if samples is not None and value is not None:
+            samples.append(value)
         while self._arrived * 100 >= self._next_point * self.capacity:
             if self._next_point in FRAGMENTATION_POINTS:
-                self.result.frag[self._next_point] = self._fragmentation()
+                crossed = value if samples is not None and point == self._next_point else self._fragmentation()
+                self.result.frag[self._next_point] = crossed
             self._next_point += 1
-
-    def _sample_fragmentation(self) -> None:
-        """Fragmentation after each arrival whose arrived ratio rounds to a :data:`FRAGMENTATION_POINTS`
-        percent; the point reports their mean (the authors' ``merge_frag_ratio_discrete.py``), or the
-        value at the crossing when no arrival rounds to it."""
-        if self.capacity == 0 or self.fragmentation is None:
-            return
-        point = round(self._arrived * 100 / self.capacity)
-        samples = self._frag_samples.get(point)
-        if samples is not None:
-            value = self._fragmentation()
-            if value is not None:
-                samples.append(value)
 
     def _fragmentation(self) -> float | None:
         if self.fragmentation is None:

@@ -14,7 +14,7 @@ import yaml
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.manager import QuotaManager
-from app.plugins.elasticquota.statuswriter import BadAnnotation, same_definition, status_patch, sync_status_once
+from app.plugins.elasticquota.statuswriter import BadAnnotation, StatusWriter, same_definition, status_patch
 from app.sources.base import WriteError
 from app.sources.files import FileSource
 from tests.conftest import LiveServer
@@ -108,9 +108,9 @@ class _RecordingSource:
 def test_one_round_patches_changed_quotas_and_survives_a_refused_patch() -> None:
     mgr = _manager()
     source = _RecordingSource(fail="team-a")
-    assert asyncio.run(sync_status_once(mgr, source)) == 0  # refused (logged); team-b has nothing to write
+    assert asyncio.run(StatusWriter(mgr).sync_once(source)) == 0  # refused (logged); team-b has nothing to write
     source = _RecordingSource()
-    assert asyncio.run(sync_status_once(mgr, source)) == 1  # the next round sends it again
+    assert asyncio.run(StatusWriter(mgr).sync_once(source)) == 1  # the next round sends it again
     assert [(k, name, ns) for k, name, _, ns in source.patches] == [("ElasticQuota", "team-a", "koordinator-system")]
 
 

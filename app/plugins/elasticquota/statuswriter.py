@@ -159,11 +159,6 @@ class StatusWriter:
         return sent
 
 
-async def sync_status_once(manager: QuotaManager, source: Any) -> int:
-    """One :meth:`StatusWriter.sync_once` round without memory of earlier rounds."""
-    return await StatusWriter(manager).sync_once(source)
-
-
 #: Annotations this module owns: changing them does not change the quota tree.
 WRITTEN_ANNOTATIONS = frozenset(
     {
