@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.cache.podinfo import parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import NodeBatch
 from app.plugins.deviceshare.fragmentation import RowMemo
 from app.plugins.deviceshare.plugin import new_device_share
 from app.sources.events import Event, EventType

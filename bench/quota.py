@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.cache.snapshot import ClusterCache
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import Handle
+from app.framework.handle import Handle
 from app.plugins.elasticquota.plugin import ElasticQuota, new_elastic_quota
 from app.plugins.elasticquota.statuswriter import StatusWriter
 from app.sources.events import Event, EventType

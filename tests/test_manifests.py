@@ -471,37 +471,48 @@ def test_service(docs: Docs, deployment: dict[str, Any]) -> None:
 # ------------------------------------------------------------ kube-scheduler
 
 
+def _duration_seconds(text: str) -> float:
+    from app.framework.duration import parse_duration
+
+    return parse_duration(text)
+
+
 def test_kube_scheduler_extender(kube_scheduler_config: dict[str, Any], docs: Docs) -> None:
     cfg = kube_scheduler_config
     assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert cfg["kind"] == "KubeSchedulerConfiguration"
-    (ext,) = cfg["extenders"]
-    url = urlsplit(ext["urlPrefix"])
+    # httpTimeout is per entry: filter/prioritize/preempt (serial scheduling cycle, short timeout) and
+    # bind alone (binding goroutine, held open by Permit waits) are two entries on the same service
+    verbs, bind = cfg["extenders"]
     svc = _one(docs, "Service", SERVICE)
-    assert url.scheme == "https"
-    assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
-    assert url.port == PORT == svc["spec"]["ports"][0]["port"]
-    assert url.path in ("", "/")  # verbs are served at the root
-    assert (ext["filterVerb"], ext["prioritizeVerb"], ext["preemptVerb"], ext["bindVerb"]) == (
-        "filter",
-        "prioritize",
-        "preempt",
-        "bind",
-    )
-    assert ext["weight"] == 1
-    assert ext["nodeCacheCapable"] is True
-    assert ext["enableHTTPS"] is True
-    assert ext["tlsConfig"]["caFile"].startswith("/")
-    assert ext["tlsConfig"].get("insecure") is not True
-    assert ext["ignorable"] is False
-    assert re.fullmatch(r"\d+(ms|s|m)", ext["httpTimeout"]), ext["httpTimeout"]
+    for ext in (verbs, bind):
+        url = urlsplit(ext["urlPrefix"])
+        assert url.scheme == "https"
+        assert url.hostname == f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc"
+        assert url.port == PORT == svc["spec"]["ports"][0]["port"]
+        assert url.path in ("", "/")  # verbs are served at the root
+        assert ext["weight"] == 1
+        assert ext["nodeCacheCapable"] is True
+        assert ext["enableHTTPS"] is True
+        assert ext["tlsConfig"]["caFile"].startswith("/")
+        assert ext["tlsConfig"].get("insecure") is not True
+        assert ext["ignorable"] is False
+        assert re.fullmatch(r"\d+(ms|s|m)", ext["httpTimeout"]), ext["httpTimeout"]
+    assert (verbs["filterVerb"], verbs["prioritizeVerb"], verbs["preemptVerb"]) == ("filter", "prioritize", "preempt")
+    assert "bindVerb" not in verbs
+    assert bind["bindVerb"] == "bind"
+    assert not {"filterVerb", "prioritizeVerb", "preemptVerb"} & set(bind)
+    assert _duration_seconds(verbs["httpTimeout"]) <= 5
+    # the bind entry outlasts the longest Permit wait the extender allows
+    from app.framework.waiting import MAX_TIMEOUT
+
+    assert _duration_seconds(bind["httpTimeout"]) > MAX_TIMEOUT
 
 
 def test_kube_scheduler_managed_resources_are_not_native(kube_scheduler_config: dict[str, Any]) -> None:
     # kube-scheduler refuses managedResources in the kubernetes.io/ namespace (they are not extended resource
     # names), and any entry restricts the extender to pods requesting it; so batch-cpu/memory are not listed.
-    (ext,) = kube_scheduler_config["extenders"]
-    names = [r["name"] for r in ext.get("managedResources") or []]
+    names = [r["name"] for ext in kube_scheduler_config["extenders"] for r in ext.get("managedResources") or []]
     assert "kubernetes.io/batch-cpu" not in names
     assert "kubernetes.io/batch-memory" not in names
     assert all("/" in n and "kubernetes.io/" not in n for n in names), names

@@ -37,7 +37,7 @@ class AssumeError(Exception):
     """A pod cannot be assumed (unknown node, or already bound elsewhere)."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class AssumedPod:
     """Book-keeping of one assumed pod: its node and, once binding finished, its expiry (epoch s)."""
 
@@ -278,10 +278,12 @@ class ClusterCache:
     def assume(self, pod: PodInfo, node: str) -> PodInfo:
         """Account ``pod`` on ``node`` now, before the API server confirms the binding.
 
-        Returns the cached PodInfo as assumed.
+        Returns the cached PodInfo as assumed; ``self.assumed[uid]`` is the assumption's entry
+        (pass it to :meth:`forget` so a failed binding removes only its own assumption).
 
         Raises:
-            AssumeError: ``node`` is not in the cache, or the pod is already bound to a node.
+            AssumeError: ``node`` is not in the cache; the pod is already assumed (its binding is in
+                flight, or sent and not yet confirmed); or it is already bound to a node.
         """
         if node not in self.nodes:
             raise AssumeError(f"node {node} not found")
@@ -289,7 +291,12 @@ class ClusterCache:
         current = self.pods.get(uid) or self.find_pod(namespace=pod.namespace, name=pod.name)
         if current is not None:
             uid = current.uid
-            if current.node_name and uid not in self.assumed:
+            entry = self.assumed.get(uid)
+            if entry is not None and entry.deadline is None:
+                raise AssumeError(
+                    f"pod {current.key} is already assumed on node {entry.node!r}: its binding is in flight"
+                )
+            if current.node_name:
                 raise AssumeError(f"pod {current.key} is already assigned to node {current.node_name!r}")
             pod = current
         assumed = replace(pod, uid=uid, node_name=node)
@@ -303,10 +310,17 @@ class ClusterCache:
         if entry is not None:
             entry.deadline = self.clock() + self.assumed_pod_ttl
 
-    def forget(self, uid: str) -> None:
-        """Undo an assumption: the pod goes back to pending (e.g. the bind call failed)."""
-        if self.assumed.pop(uid, None) is None:
+    def forget(self, uid: str, entry: AssumedPod | None = None) -> None:
+        """Undo an assumption: the pod goes back to pending (e.g. the bind call failed).
+
+        With ``entry`` (the assumption a binding made), nothing happens unless that very assumption
+        is still in place: a binding never removes a pod another binding placed or a watch event
+        confirmed.
+        """
+        current = self.assumed.get(uid)
+        if current is None or (entry is not None and current is not entry):
             return
+        del self.assumed[uid]
         pod = self.pods.get(uid)
         if pod is not None:
             self._set_pod(uid, replace(pod, node_name=""))

@@ -1,24 +1,27 @@
-"""Per-pod scheduling cycle state (kube-scheduler's CycleState)."""
+"""Per-pod cycle state (kube-scheduler's ``CycleState``, pkg/scheduler/framework/cycle_state.go)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any
 
 
 class CycleState:
-    """Key/value data written in PreFilter and read by later points for the same pod and request.
+    """Key/value data written at one extension point and read by later ones for the same pod.
 
-    Plugins use their own name as key prefix. ``now`` is the cycle's clock reading (epoch seconds),
-    taken once so every node is judged at the same instant.
+    A scheduling cycle (one ``/filter``, ``/prioritize`` or ``/preempt`` request) and a binding
+    cycle (one ``/bind`` request) each get their own state. Plugins use their own name as key
+    prefix. ``now`` is the cycle's clock reading (epoch seconds), taken once so every node is
+    judged at the same instant. ``skip_filter`` / ``skip_score`` hold the plugins whose PreFilter /
+    PreScore answered Skip for this pod (upstream ``SkipFilterPlugins`` / ``SkipScorePlugins``).
     """
 
-    __slots__ = ("_data", "_pre_bind_waits", "now")
+    __slots__ = ("_data", "now", "skip_filter", "skip_score")
 
     def __init__(self, now: float) -> None:
         self._data: dict[str, Any] = {}
-        self._pre_bind_waits: list[Awaitable[None]] = []
         self.now = now
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
 
     def read(self, key: str) -> Any:
         """Value stored under ``key``.
@@ -36,16 +39,6 @@ class CycleState:
         """Store ``value`` under ``key``."""
         self._data[key] = value
 
-    def add_pre_bind_wait(self, write: Awaitable[None]) -> None:
-        """Register an API write started in PreBind (e.g. DeviceShare's pod annotation).
-
-        PreBind is synchronous here; the extender's bind awaits every registered write before it
-        writes the Binding, so the order stays upstream's (annotate, then bind). A write that
-        raises aborts the binding.
-        """
-        self._pre_bind_waits.append(write)
-
-    def take_pre_bind_waits(self) -> list[Awaitable[None]]:
-        """The registered PreBind writes (the list is emptied)."""
-        waits, self._pre_bind_waits = self._pre_bind_waits, []
-        return waits
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (absent: no-op)."""
+        self._data.pop(key, None)

@@ -35,17 +35,37 @@ def parse_duration(value: object) -> float:
     return sign * total
 
 
+def _frac(value: int, unit: int) -> str:
+    """``value / unit`` printed as Go's ``fmtFrac``: the integer part, then the fraction without trailing zeros."""
+    whole, rest = divmod(value, unit)
+    if not rest:
+        return str(whole)
+    digits = str(rest).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
+
+
 def format_duration(seconds: float) -> str:
-    """Format seconds as Go's ``time.Duration.String`` does for whole seconds (``"5m0s"``, ``"1h0m0s"``)."""
-    total = round(seconds)
-    if total == 0:
+    """Format seconds exactly as Go's ``time.Duration.String`` (nanosecond precision).
+
+    ``300`` -> ``"5m0s"``, ``3600`` -> ``"1h0m0s"``, ``1.5`` -> ``"1.5s"``, ``0.25`` -> ``"250ms"``,
+    ``0`` -> ``"0s"``; negative durations get a leading ``-``.
+    """
+    ns = round(seconds * 1e9)
+    if ns == 0:
         return "0s"
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    h, rem = divmod(total, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{sign}{h}h{m}m{s}s"
-    if m:
-        return f"{sign}{m}m{s}s"
-    return f"{sign}{s}s"
+    sign = "-" if ns < 0 else ""
+    u = abs(ns)
+    if u < 1_000:
+        return f"{sign}{u}ns"
+    if u < 1_000_000:
+        return f"{sign}{_frac(u, 1_000)}µs"
+    if u < 1_000_000_000:
+        return f"{sign}{_frac(u, 1_000_000)}ms"
+    minutes, sec_ns = divmod(u, 60_000_000_000)
+    out = f"{_frac(sec_ns, 1_000_000_000)}s"
+    if minutes:
+        hours, minutes = divmod(minutes, 60)
+        out = f"{minutes}m{out}"
+        if hours:
+            out = f"{hours}h{out}"
+    return sign + out

@@ -1,14 +1,31 @@
-"""Extension point interfaces. A plugin implements only the points it needs.
+"""Extension point interfaces. A plugin implements only the points it needs, and names them.
 
-Filter and Score are batch-oriented: they receive a :class:`NodeBatch` (rows of the cache's node
-table plus names) and answer for every node at once, so plugins can use numpy over precomputed
-columns. Positions in results are indices into the batch.
+Each point is one small Protocol, as kube-scheduler's ``framework.FilterPlugin``,
+``framework.ReservePlugin``, ... (k8s.io/kubernetes/pkg/scheduler/framework/interface.go). A plugin
+class lists the Protocols it implements among its bases (``class DeviceShare(PreFilterPlugin,
+FilterPlugin, ...)``, upstream's ``var _ framework.FilterPlugin = &Plugin{}``), so mypy checks the
+signatures and refuses to build a plugin that leaves one out; the framework groups plugins by
+``isinstance`` on the same Protocols.
+
+Scheduling cycle (``/filter``, ``/prioritize``, ``/preempt``): PreFilter -> Filter -> PreScore ->
+Score (-> NormalizeScore), PostFilter for preemption. Filter and Score are batch-oriented: they
+receive a :class:`NodeBatch` (rows of the cache's node table plus names) and answer for every node
+at once, so plugins can use numpy over precomputed columns. Positions in results are indices into
+the batch.
+
+Binding cycle (``/bind``, see :mod:`app.framework.bindingcycle`): Reserve -> Permit -> PreBind ->
+Bind -> PostBind, Unreserve on failure. PreBind and Bind are ``async``: they write through
+``handle.client`` themselves and the framework awaits them.
+
+Skip is a status (:meth:`Status.skip`): from PreFilter it skips the plugin's Filter for the pod,
+from PreScore its Score, from Bind it hands the binding to the next binder.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +35,6 @@ from app.framework.status import Status
 
 if TYPE_CHECKING:
     from app.cache.podinfo import PodInfo
-    from app.cache.snapshot import ClusterCache
 
 #: kube-scheduler's MaxNodeScore: plugin scores are 0..100.
 MAX_NODE_SCORE = 100
@@ -54,56 +70,60 @@ class NodeBatch:
 #: Filter answer: position in the batch -> failing status. Absent positions passed.
 FilterFailures = dict[int, Status]
 
-
-class Handle:
-    """What plugins may use from the framework: the snapshot cache and the clock."""
-
-    def __init__(self, cache: ClusterCache) -> None:
-        self.cache = cache
-
-    def now(self) -> float:
-        """Current time in epoch seconds (the cache's clock)."""
-        return self.cache.clock()
+#: A plugin's REST endpoint: (path relative to ``/apis/v1/plugins/<name>``, async handler taking the
+#: path parameters as keyword arguments and returning JSON-shaped data, or raising
+#: :class:`~app.client.errors.NotFound`).
+Route = tuple[str, Callable[..., Awaitable[object]]]
 
 
 @runtime_checkable
 class Plugin(Protocol):
-    """Every plugin has a name (as upstream spells it, e.g. ``LoadAwareScheduling``)."""
+    """Every plugin has a name, spelled as upstream (``LoadAwareScheduling``, ``DeviceShare``, ...)."""
 
     name: str
 
 
 @runtime_checkable
 class PreFilterPlugin(Plugin, Protocol):
-    """Runs once per pod before any node is evaluated; may reject the pod for every node."""
+    """Runs once per pod before any node is evaluated (upstream ``PreFilterPlugin``)."""
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Prepare cycle state; a non-success status fails every node with it."""
+        """SUCCESS; SKIP when the pod does not concern the plugin (its Filter is then not run for
+        this pod); any other status fails every node with it."""
         ...
 
 
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
-    """Decides per node whether the pod may run there."""
+    """Decides per node whether the pod may run there (upstream ``FilterPlugin``)."""
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
-        """Return the failing positions of ``nodes`` with their statuses."""
+        """Return the failing positions of ``nodes`` with their statuses (absent positions pass)."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    """Runs once per pod before Score (upstream ``PreScorePlugin``)."""
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
+        """SUCCESS, or SKIP when the plugin does not score this pod (it then takes no part in the
+        weighted total); an ERROR status fails the scoring."""
         ...
 
 
 @runtime_checkable
 class ScorePlugin(Plugin, Protocol):
-    """Ranks the feasible nodes, 0..MAX_NODE_SCORE each."""
+    """Ranks the feasible nodes, 0..MAX_NODE_SCORE each (upstream ``ScorePlugin``)."""
 
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
-        """int64 scores parallel to ``nodes`` (0..100, before normalisation), or None to skip
-        this pod (it does not concern the plugin: kube-scheduler's PreScore ``Skip``)."""
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        """int64 scores parallel to ``nodes`` (0..100, before normalisation)."""
         ...
 
 
 @runtime_checkable
 class NormalizeScorePlugin(ScorePlugin, Protocol):
-    """A score plugin whose raw scores need rescaling to 0..100 (kube-scheduler's ScoreExtensions)."""
+    """A score plugin whose raw scores need rescaling to 0..100 (upstream ``ScoreExtensions``)."""
 
     def normalize_scores(
         self, state: CycleState, pod: PodInfo, nodes: NodeBatch, scores: npt.NDArray[np.int64]
@@ -114,23 +134,55 @@ class NormalizeScorePlugin(ScorePlugin, Protocol):
 
 @runtime_checkable
 class ReservePlugin(Plugin, Protocol):
-    """Reserves resources for a pod on the chosen node before binding; undone by unreserve."""
+    """Accounts the pod on its chosen node before binding (upstream ``ReservePlugin``)."""
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Reserve; a non-success status aborts the binding."""
+        """Reserve; a non-success status aborts the binding cycle."""
         ...
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Undo ``reserve`` (binding failed or was aborted)."""
+        """Undo ``reserve`` (a later point failed). Must be idempotent and tolerate a Reserve that
+        failed half-way."""
+        ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    """Approves, rejects or holds the pod before binding (upstream ``PermitPlugin``)."""
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        """(status, timeout seconds): SUCCESS (allow), UNSCHEDULABLE (reject, with the reason), or
+        WAIT with a timeout (the pod waits in ``handle.waiting_pods`` until every waiting plugin
+        allowed it, one rejected it, or the timeout passed). The timeout is ignored unless WAIT."""
         ...
 
 
 @runtime_checkable
 class PreBindPlugin(Plugin, Protocol):
-    """Runs after reserve and before the binding is written (e.g. to annotate the pod)."""
+    """Runs after Permit and before the Binding is written (upstream ``PreBindPlugin``), e.g. to
+    annotate the pod through ``handle.client``."""
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """A non-success status aborts the binding (reserve is undone)."""
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """A non-success status aborts the binding (Unreserve runs)."""
+        ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    """Writes the binding (upstream ``BindPlugin``); without one, the framework's default binder
+    creates the pod's ``Binding`` through ``handle.client``."""
+
+    async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """SUCCESS when bound, SKIP to leave the pod to the next binder, else the failure."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    """Informed after a successful binding (upstream ``PostBindPlugin``); cannot fail."""
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Clean up or record after the pod is bound."""
         ...
 
 
@@ -147,21 +199,21 @@ class PostFilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class ServiceProvider(Plugin, Protocol):
-    """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/``."""
+    """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/`` (upstream ``APIServiceProvider``)."""
 
-    def routes(self) -> list[tuple[str, Any]]:
+    def routes(self) -> list[Route]:
         """(path relative to the plugin prefix, async handler taking the path params as kwargs)."""
         ...
 
 
 @runtime_checkable
 class BackgroundPlugin(Plugin, Protocol):
-    """A plugin with a loop running for the service's lifetime (e.g. ElasticQuota's reclaim).
+    """A plugin with a loop running for the service's lifetime (e.g. ElasticQuota's status writer).
 
-    The app starts ``run_background`` after the source started and cancels it on shutdown; the
-    loop must wait for ``source.ready()`` itself if it needs a full cache.
+    The app starts ``run_background`` after the source started and cancels it on shutdown; the loop
+    reaches the cluster through its handle (``handle.client``, ``handle.has_synced()``).
     """
 
-    async def run_background(self, source: Any) -> None:
-        """Run until cancelled; ``source`` is the service's :class:`~app.sources.base.Source`."""
+    async def run_background(self) -> None:
+        """Run until cancelled."""
         ...

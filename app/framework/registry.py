@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.framework.interfaces import Handle, Plugin
+from app.framework.handle import Handle
+from app.framework.interfaces import Plugin
 
 #: A factory receives the plugin's ``args`` mapping (``{}`` when absent) and the framework handle,
 #: applies upstream defaults, validates, and returns the plugin.

@@ -3,37 +3,49 @@
 Mirrors kube-scheduler's ``frameworkImpl`` (pkg/scheduler/framework/runtime/framework.go):
 filter plugins run in order and a node failing one is not shown to the next; scores are
 weighted per plugin. The weighted total here is normalised back to 0..100
-(``sum(score*weight) // sum(weight)``) so it converts to the extender's 0..10 range.
+(``sum(score*weight) // sum(weight)``) so it converts to the extender's 0..10 range. The binding
+cycle's points (Reserve, Permit, PreBind, Bind, PostBind, Unreserve) have one runner each; their
+order and the assume/forget around them live in :mod:`app.framework.bindingcycle`.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from app.cache.listener import CacheListener
 from app.cache.podinfo import PodInfo
+from app.client.errors import ApiError
 from app.framework.config import ConfigError, SchedulerConfig
 from app.framework.cyclestate import CycleState
+from app.framework.handle import Handle
 from app.framework.interfaces import (
     MAX_EXTENDER_PRIORITY,
     MAX_NODE_SCORE,
+    BindPlugin,
     FilterFailures,
     FilterPlugin,
-    Handle,
     NodeBatch,
     NormalizeScorePlugin,
+    PermitPlugin,
     Plugin,
+    PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
+    PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
 )
 from app.framework.registry import Registry
-from app.framework.status import SUCCESS, Status
+from app.framework.status import SUCCESS, Code, Status
+from app.framework.waiting import WaitingPod, WaitingPods
+
+log = logging.getLogger(__name__)
 
 
 class ArgsError(ValueError):
@@ -63,7 +75,14 @@ class ScoreResult:
 
 
 class Framework:
-    """The enabled plugins, grouped by extension point.
+    """The enabled plugins, grouped by extension point, and the runners of each point.
+
+    Args:
+        config: the enabled plugins in order, with weights and args.
+        registry: plugin factories by name.
+        handle: what the plugins get (snapshot lister, client, waiting pods, clock); the framework
+            keeps the same waiting-pods map and rejects a waiting pod whose Pod is deleted
+            (upstream ``RejectWaitingPod`` from the scheduler's delete handler).
 
     Raises (from the constructor):
         ConfigError: a plugin's args are invalid; the path names ``pluginConfig`` and the field.
@@ -71,6 +90,7 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, registry: Registry, handle: Handle) -> None:
         self.handle = handle
+        self.waiting_pods = handle.waiting_pods
         self.plugins: list[Plugin] = []
         self.weights: dict[str, int] = {}
         for spec in config.plugins:
@@ -82,10 +102,15 @@ class Framework:
             self.weights[spec.name] = spec.weight
         self.pre_filter_plugins = [p for p in self.plugins if isinstance(p, PreFilterPlugin)]
         self.filter_plugins = [p for p in self.plugins if isinstance(p, FilterPlugin)]
+        self.pre_score_plugins = [p for p in self.plugins if isinstance(p, PreScorePlugin)]
         self.score_plugins = [p for p in self.plugins if isinstance(p, ScorePlugin)]
         self.reserve_plugins = [p for p in self.plugins if isinstance(p, ReservePlugin)]
+        self.permit_plugins = [p for p in self.plugins if isinstance(p, PermitPlugin)]
         self.pre_bind_plugins = [p for p in self.plugins if isinstance(p, PreBindPlugin)]
+        self.bind_plugins = [p for p in self.plugins if isinstance(p, BindPlugin)]
+        self.post_bind_plugins = [p for p in self.plugins if isinstance(p, PostBindPlugin)]
         self.post_filter_plugins = [p for p in self.plugins if isinstance(p, PostFilterPlugin)]
+        handle.add_listener(_RejectDeletedWaitingPods(self.waiting_pods))
 
     def plugin(self, name: str) -> Plugin | None:
         """The enabled plugin called ``name``, if any."""
@@ -97,15 +122,21 @@ class Framework:
 
     # ------------------------------------------------------------------ filter
     def run_pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Run every PreFilter; the first non-success status is returned with its plugin set."""
+        """Run every PreFilter; a plugin answering SKIP is recorded in ``state.skip_filter``; the first
+        failing status is returned with its plugin set (SUCCESS when none fails)."""
         for plugin in self.pre_filter_plugins:
             status = plugin.pre_filter(state, pod)
-            if not status.is_success():
-                return Status(status.code, status.reasons, plugin.name)
+            if status.is_success():
+                continue
+            if status.is_skip():
+                state.skip_filter.add(plugin.name)
+                continue
+            return status.with_plugin(plugin.name)
         return SUCCESS
 
     def run_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> FilterFailures:
-        """Filter ``batch``: a node failing a plugin is not shown to the later ones.
+        """Filter ``batch``: a node failing a plugin is not shown to the later ones; plugins whose
+        PreFilter skipped the pod are not run.
 
         Returns the failing positions of ``batch`` with the first failing status (plugin set).
         """
@@ -114,6 +145,8 @@ class Framework:
         for plugin in self.filter_plugins:
             if len(alive) == 0:
                 break
+            if plugin.name in state.skip_filter:
+                continue
             sub = batch if len(alive) == len(batch) else batch.subset(alive)
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
@@ -123,33 +156,45 @@ class Framework:
             for pos, status in failed.items():
                 named = attributed.get(id(status))
                 if named is None:
-                    named = attributed[id(status)] = Status(status.code, status.reasons, plugin.name)
+                    named = attributed[id(status)] = status.with_plugin(plugin.name)
                 failures[alive_list[pos]] = named
             keep = np.ones(len(alive), dtype=bool)
             keep[list(failed)] = False
             alive = alive[keep]
         return failures
 
-    def explain_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> dict[str, FilterFailures]:
-        """Every filter plugin on every node (no short-circuit), for the explain endpoint."""
-        return {p.name: p.filter_nodes(state, pod, batch) for p in self.filter_plugins}
+    def explain_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> dict[str, FilterFailures | None]:
+        """Every filter plugin on every node (no short-circuit), for the explain endpoint; None for a
+        plugin whose PreFilter skipped the pod."""
+        return {
+            p.name: (None if p.name in state.skip_filter else p.filter_nodes(state, pod, batch))
+            for p in self.filter_plugins
+        }
 
     # ------------------------------------------------------------------ score
     def run_scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult:
-        """Score ``batch`` with every score plugin, normalise, and weight into a 0..100 total.
+        """PreScore, then score ``batch`` with every score plugin, normalise, and weight into a 0..100 total.
 
-        A plugin answering None for the pod is skipped: it is left out of the scores and of the
-        weight sum, as kube-scheduler drops plugins whose PreScore returned Skip.
+        A plugin whose PreScore answered SKIP is left out of the scores and of the weight sum, as
+        kube-scheduler drops it (``SkipScorePlugins``).
+
+        Raises:
+            ScoreError: a PreScore plugin answered a status other than SUCCESS or SKIP.
         """
+        for pre in self.pre_score_plugins:
+            status = pre.pre_score(state, pod, batch)
+            if status.is_skip():
+                state.skip_score.add(pre.name)
+            elif not status.is_success():
+                raise ScoreError(status.with_plugin(pre.name))
         n = len(batch)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
         weighted = np.zeros(n, dtype=np.int64)
         weight_sum = 0
         for plugin in self.score_plugins:
-            raw = plugin.score_nodes(state, pod, batch)
-            if raw is None:  # the plugin has nothing to say about this pod (kube-scheduler's PreScore Skip)
+            if plugin.name in state.skip_score:
                 continue
-            scores = np.asarray(raw, dtype=np.int64)
+            scores = np.asarray(plugin.score_nodes(state, pod, batch), dtype=np.int64)
             if isinstance(plugin, NormalizeScorePlugin):
                 scores = np.asarray(plugin.normalize_scores(state, pod, batch, scores), dtype=np.int64)
             scores = np.clip(scores, 0, MAX_NODE_SCORE)
@@ -160,32 +205,122 @@ class Framework:
         total = weighted // weight_sum if weight_sum else weighted
         return ScoreResult(per_plugin, total)
 
-    # ------------------------------------------------------------------ reserve / bind
+    # ------------------------------------------------------------------ binding cycle
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Reserve on every plugin; on failure the ones already reserved are unreserved."""
-        done: list[ReservePlugin] = []
-        for plugin in self.reserve_plugins:
-            status = plugin.reserve(state, pod, node)
-            if not status.is_success():
-                for p in reversed(done):
-                    p.unreserve(state, pod, node)
-                plugin.unreserve(state, pod, node)
-                return Status(status.code, status.reasons, plugin.name)
-            done.append(plugin)
+        """Reserve on every plugin in order; on failure Unreserve runs, in reverse order, on every
+        plugin whose Reserve ran (the failing one included: its Reserve may have half-applied).
+
+        kube-scheduler calls Unreserve on every Reserve plugin; calling it only where Reserve ran
+        keeps plugins that never saw the pod out of it. Returns the failure with its plugin set; an
+        ERROR reads ``running Reserve plugin "<name>": <message>`` as upstream.
+        """
+        for i, plugin in enumerate(self.reserve_plugins):
+            try:
+                status = plugin.reserve(state, pod, node)
+            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
+                log.exception("Reserve plugin %s failed", plugin.name)
+                status = Status.error(str(exc) or type(exc).__name__)
+            if status.is_success() or status.is_skip():
+                continue
+            for done in reversed(self.reserve_plugins[: i + 1]):
+                try:
+                    done.unreserve(state, pod, node)
+                except Exception:  # keep undoing the others
+                    log.exception("Unreserve of plugin %s failed", done.name)
+            return _failed("Reserve", plugin.name, status)
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Unreserve on every plugin, in reverse order."""
+        """Unreserve on every Reserve plugin, in reverse order (a point after Reserve failed)."""
         for plugin in reversed(self.reserve_plugins):
-            plugin.unreserve(state, pod, node)
+            try:
+                plugin.unreserve(state, pod, node)
+            except Exception:  # keep undoing the others
+                log.exception("Unreserve of plugin %s failed", plugin.name)
 
-    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """PreBind on every plugin; the first failure is returned."""
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Permit on every plugin (upstream ``RunPermitPlugins``).
+
+        The first rejection (or error) is returned at once. If no plugin rejects and some answered
+        WAIT, the pod is added to :attr:`waiting_pods` with each waiting plugin's timeout (capped at
+        15 minutes) and WAIT is returned: await :meth:`wait_on_permit` next.
+        """
+        waits: dict[str, float] = {}
+        for plugin in self.permit_plugins:
+            try:
+                status, timeout = plugin.permit(state, pod, node)
+            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
+                log.exception("Permit plugin %s failed", plugin.name)
+                status, timeout = Status.error(str(exc) or type(exc).__name__), 0.0
+            if status.is_success() or status.is_skip():
+                continue
+            if status.is_wait():
+                waits[plugin.name] = timeout
+                continue
+            return _failed("Permit", plugin.name, status)
+        if not waits:
+            return SUCCESS
+        self.waiting_pods.add(WaitingPod(pod, node, waits))
+        return Status.wait(f'one or more plugins asked to wait and no plugin rejected pod "{pod.name}"')
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status:
+        """Wait until the waiting pod is allowed or rejected (upstream ``WaitOnPermit``); SUCCESS for a
+        pod that does not wait. The pod leaves :attr:`waiting_pods` either way."""
+        waiting = self.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return SUCCESS
+        try:
+            return await waiting.wait()
+        finally:
+            if self.waiting_pods.get(pod.uid) is waiting:
+                self.waiting_pods.remove(pod.uid)
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """PreBind on every plugin in order, each awaited before the next; the first failure is
+        returned (an ERROR, or an exception the plugin raised, reads ``running PreBind plugin "<name>": ...``)."""
         for plugin in self.pre_bind_plugins:
-            status = plugin.pre_bind(state, pod, node)
-            if not status.is_success():
-                return Status(status.code, status.reasons, plugin.name)
+            try:
+                status = await plugin.pre_bind(state, pod, node)
+            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
+                log.exception("PreBind plugin %s failed", plugin.name)
+                status = Status.error(str(exc) or type(exc).__name__)
+            if not status.is_success() and not status.is_skip():
+                return _failed("PreBind", plugin.name, status)
         return SUCCESS
+
+    async def run_bind(
+        self, state: CycleState, pod: PodInfo, node: str, pod_object: dict[str, Any] | None = None
+    ) -> Status:
+        """Bind plugins in order until one does not SKIP; when all skip (or none is enabled) the
+        default binder creates the pod's ``Binding`` through ``handle.client`` (upstream DefaultBinder).
+        ``pod_object`` is the Pod as received, for clients that adopt pods they do not hold (the
+        file source); the cached object is used when it is None.
+
+        Returns SUCCESS when bound; an API refusal reads as its message (e.g. ``pods "x" not found``).
+        """
+        for plugin in self.bind_plugins:
+            try:
+                status = await plugin.bind(state, pod, node)
+            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
+                log.exception("Bind plugin %s failed", plugin.name)
+                status = Status.error(str(exc) or type(exc).__name__)
+            if status.is_skip():
+                continue
+            return SUCCESS if status.is_success() else _failed("Bind", plugin.name, status)
+        try:
+            obj = pod_object if pod_object is not None else self.handle.snapshot.pod_object(pod.uid)
+            await self.handle.client.bind(pod.namespace, pod.name, pod.uid, node, obj)
+        except ApiError as exc:
+            return Status.error(str(exc), plugin=DEFAULT_BINDER)
+        return SUCCESS
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """PostBind on every plugin (informational: an exception is logged, the pod stays bound)."""
+        for plugin in self.post_bind_plugins:
+            try:
+                plugin.post_bind(state, pod, node)
+            except Exception:  # the pod is bound; a plugin bug must not undo that
+                log.exception("PostBind plugin %s failed", plugin.name)
 
     # ------------------------------------------------------------------ preemption
     def run_select_victims(
@@ -203,10 +338,14 @@ class Framework:
         points: dict[str, list[Any]] = {
             "PreFilter": self.pre_filter_plugins,
             "Filter": self.filter_plugins,
+            "PostFilter": self.post_filter_plugins,
+            "PreScore": self.pre_score_plugins,
             "Score": self.score_plugins,
             "Reserve": self.reserve_plugins,
+            "Permit": self.permit_plugins,
             "PreBind": self.pre_bind_plugins,
-            "PostFilter": self.post_filter_plugins,
+            "Bind": self.bind_plugins,
+            "PostBind": self.post_bind_plugins,
         }
         return [
             {
@@ -216,3 +355,35 @@ class Framework:
             }
             for p in self.plugins
         ]
+
+
+class ScoreError(Exception):
+    """A PreScore plugin failed for the pod; ``status`` carries the plugin and the message."""
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(f"{status.plugin}: {status.message}")
+        self.status = status
+
+
+#: The name failures of the default binder carry (upstream's ``DefaultBinder`` plugin).
+DEFAULT_BINDER = "DefaultBinder"
+
+
+def _failed(point: str, plugin: str, status: Status) -> Status:
+    """A failing status of ``plugin`` at ``point``: rejections keep their reasons, errors read
+    ``running <point> plugin "<plugin>": <message>`` (upstream's wording)."""
+    if status.code == Code.ERROR:
+        return Status.error(f'running {point} plugin "{plugin}": {status.message}', plugin=plugin)
+    return status.with_plugin(plugin)
+
+
+class _RejectDeletedWaitingPods(CacheListener):
+    """Rejects a pod waiting at Permit once its Pod is deleted (``removed``, as upstream)."""
+
+    def __init__(self, waiting: WaitingPods) -> None:
+        self.waiting = waiting
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """Reject the waiting pod of a deleted Pod."""
+        if new is None and old is not None and len(self.waiting):
+            self.waiting.reject(old.uid)

@@ -49,8 +49,24 @@ class Status:
         object.__setattr__(self, "message", ", ".join(self.reasons))
 
     def is_success(self) -> bool:
-        """True for SUCCESS (and SKIP, which means "not relevant, treat as success")."""
-        return self.code in (Code.SUCCESS, Code.SKIP)
+        """True for SUCCESS only, as upstream's ``IsSuccess`` (SKIP and WAIT are not success)."""
+        return self.code == Code.SUCCESS
+
+    def is_skip(self) -> bool:
+        """True for SKIP: the plugin has nothing to do for this pod (PreFilter/PreScore/Bind)."""
+        return self.code == Code.SKIP
+
+    def is_wait(self) -> bool:
+        """True for WAIT: a Permit plugin holds the pod (see :mod:`app.framework.waiting`)."""
+        return self.code == Code.WAIT
+
+    def is_rejected(self) -> bool:
+        """True for UNSCHEDULABLE and UNSCHEDULABLE_AND_UNRESOLVABLE (upstream ``IsRejected``)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def with_plugin(self, plugin: str) -> Status:
+        """This status attributed to ``plugin`` (upstream ``WithFailedPlugin``)."""
+        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin)
 
     @staticmethod
     def unschedulable(*reasons: str, plugin: str = "") -> Status:
@@ -67,5 +83,17 @@ class Status:
         """An ERROR status with ``reasons``."""
         return Status(Code.ERROR, tuple(reasons), plugin)
 
+    @staticmethod
+    def skip(plugin: str = "") -> Status:
+        """A SKIP status: PreFilter skips the plugin's Filter, PreScore its Score, Bind passes to the next binder."""
+        return Status(Code.SKIP, (), plugin)
+
+    @staticmethod
+    def wait(*reasons: str, plugin: str = "") -> Status:
+        """A WAIT status (Permit): the pod waits until allowed, rejected or timed out."""
+        return Status(Code.WAIT, tuple(reasons), plugin)
+
 
 SUCCESS = Status()
+#: The shared SKIP status (a plugin may also return ``Status.skip(plugin)``).
+SKIP = Status(Code.SKIP)

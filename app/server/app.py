@@ -19,7 +19,8 @@ from fastapi.exceptions import RequestValidationError
 
 from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
-from app.framework.interfaces import BackgroundPlugin, Handle
+from app.framework.handle import Handle
+from app.framework.interfaces import BackgroundPlugin
 from app.framework.registry import Registry, default_registry
 from app.framework.runtime import Framework
 from app.server import extender_routes, health_routes, inspect_routes
@@ -55,7 +56,8 @@ def build_state(
         ConfigError: a plugin's args are invalid.
     """
     cache = cache or ClusterCache(assumed_pod_ttl=assumed_pod_ttl)
-    framework = Framework(config or default_config(), registry or default_registry(), Handle(cache))
+    handle = Handle(cache, client=source, synced=source.ready)
+    framework = Framework(config or default_config(), registry or default_registry(), handle)
     metrics = ServiceMetrics(cache, lambda: source)
     return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
 
@@ -89,7 +91,7 @@ def create_app(
         await source.start(state.cache)
         tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(_freeze_after_load(source))]
         tasks += [
-            asyncio.create_task(p.run_background(source))
+            asyncio.create_task(p.run_background())
             for p in state.framework.plugins
             if isinstance(p, BackgroundPlugin)
         ]

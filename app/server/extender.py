@@ -7,7 +7,6 @@ the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 40
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
@@ -16,11 +15,13 @@ from cachetools import LRUCache
 
 from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.cache.podinfo import PodInfo, parse_pod
-from app.cache.snapshot import AssumeError, ClusterCache
+from app.cache.snapshot import ClusterCache
+from app.framework.bindingcycle import BindingCycle
+from app.framework.cyclestate import CycleState
 from app.framework.interfaces import NodeBatch
-from app.framework.runtime import Framework
+from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import Code, Status
-from app.sources.base import BindError, Source
+from app.sources.base import Source
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class ExtenderService:
         self.cache = cache
         self.framework = framework
         self.source = source
+        self.binding = BindingCycle(cache, framework)
         self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
 
     # ------------------------------------------------------------------ helpers
@@ -80,6 +82,15 @@ class ExtenderService:
         known = np.flatnonzero(rows >= 0)
         positions = known.tolist()
         return NodeBatch(rows[known], [names[i] for i in positions]), positions, missing
+
+    def _scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult | None:
+        """The framework's scores, or None when a PreScore plugin failed (logged; the pod then gets
+        no score from us, as kube-scheduler treats a failing extender priority)."""
+        try:
+            return self.framework.run_scores(state, pod, batch)
+        except ScoreError as exc:
+            log.warning("scoring pod %s failed: %s", pod.key, exc)
+            return None
 
     # ------------------------------------------------------------------ filter
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
@@ -143,9 +154,9 @@ class ExtenderService:
         state = self.framework.new_cycle()
         batch, positions, _ = self._batch(names)
         scores = [0] * len(names)
-        if len(batch):
-            ext = self.framework.run_scores(state, pod, batch).extender_scores().tolist()
-            for pos, score in zip(positions, ext, strict=True):
+        result = self._scores(state, pod, batch) if len(batch) else None
+        if result is not None:
+            for pos, score in zip(positions, result.extender_scores().tolist(), strict=True):
                 scores[pos] = score
         return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
 
@@ -195,41 +206,21 @@ class ExtenderService:
 
     # ------------------------------------------------------------------ bind
     async def bind(self, args: ExtenderBindingArgs) -> dict[str, Any]:
-        """Assume, reserve, pre-bind and bind ``args``; on any failure undo and answer the Error."""
+        """ExtenderBindingResult: run the binding cycle (:mod:`app.framework.bindingcycle`) for the pod.
+
+        The pod is the cached one, else the one parsed from a recent filter/prioritize call of the
+        same uid; unknown pods answer ``pods "<name>" not found``. Every failure is answered in
+        ``Error`` (kube-scheduler then forgets its assumption and requeues the pod).
+        """
         pod = self.cache.find_pod(args.PodUID, args.PodNamespace, args.PodName)
-        obj: dict[str, Any] | None = self.cache.pod_objects.get(pod.uid) if pod is not None else None
+        obj: dict[str, Any] | None = None
         if pod is None:
             hit = self._recent.get(args.PodUID)
             if hit is None:
                 return {"Error": f'pods "{args.PodName}" not found'}
             pod, obj = hit
-        state = self.framework.new_cycle()
-        try:
-            assumed = self.cache.assume(pod, args.Node)
-        except AssumeError as exc:
-            return {"Error": str(exc)}
-        status = self.framework.run_reserve(state, assumed, args.Node)
-        if status.is_success():
-            status = self.framework.run_pre_bind(state, assumed, args.Node)
-            waits = state.take_pre_bind_waits()
-            if waits:  # PreBind writes (e.g. annotations) land before the Binding, as upstream orders them
-                results = await asyncio.gather(*waits, return_exceptions=True)
-                errors = [r for r in results if isinstance(r, BaseException)]
-                if status.is_success() and errors:
-                    status = Status.error(f"pre-bind write failed: {errors[0]}", plugin="PreBind")
-            if not status.is_success():
-                self.framework.run_unreserve(state, assumed, args.Node)
-        if not status.is_success():
-            self.cache.forget(assumed.uid)
-            return {"Error": f"{status.plugin}: {status.message}"}
-        try:
-            await self.source.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node, pod=obj)
-        except BindError as exc:
-            self.framework.run_unreserve(state, assumed, args.Node)
-            self.cache.forget(assumed.uid)
-            return {"Error": str(exc)}
-        self.cache.finish_binding(assumed.uid)
-        return {"Error": ""}
+        outcome = await self.binding.run(pod, args.Node, obj)
+        return {"Error": outcome.error}
 
     # ------------------------------------------------------------------ explain
     def explain(self, args: ExtenderArgs) -> dict[str, Any]:
@@ -251,21 +242,26 @@ class ExtenderService:
             }
         pre = self.framework.run_pre_filter(state, pod)
         per_plugin = self.framework.explain_filters(state, pod, batch) if pre.is_success() else {}
-        scores = self.framework.run_scores(state, pod, batch) if len(batch) else None
-        ext = scores.extender_scores().tolist() if scores is not None else []
-        totals = scores.total.tolist() if scores is not None else []
+        scores = self._scores(state, pod, batch) if len(batch) else None
+        ext = scores.extender_scores().tolist() if scores is not None else [0] * len(batch)
+        totals = scores.total.tolist() if scores is not None else [0] * len(batch)
         for i, name in enumerate(batch.names):
             verdicts: dict[str, Any] = {}
             if not pre.is_success():
                 verdicts[pre.plugin] = _verdict(pre)
             for plugin in self.framework.filter_plugins:
-                failure = per_plugin.get(plugin.name, {}).get(i)
-                if pre.is_success():
-                    verdicts[plugin.name] = (
-                        _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
-                    )
+                if not pre.is_success():
+                    continue
+                plugin_failures = per_plugin.get(plugin.name)
+                if plugin_failures is None:  # its PreFilter skipped the pod
+                    verdicts[plugin.name] = {"status": "Skip", "reason": ""}
+                    continue
+                failure = plugin_failures.get(i)
+                verdicts[plugin.name] = (
+                    _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
+                )
             nodes[name] = {
-                "feasible": all(v["status"] == "Success" for v in verdicts.values()),
+                "feasible": all(v["status"] in ("Success", "Skip") for v in verdicts.values()),
                 "filter": verdicts,
                 "scores": {p: int(s[i]) for p, s in scores.per_plugin.items()} if scores is not None else {},
                 "total": int(totals[i]),

@@ -12,6 +12,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from app.api.kinds import KINDS, KindInfo
+from app.client.errors import ApiError
 from app.sources.events import EventSink
 
 #: Kinds the scheduler service lists and watches, in the order they are loaded.
@@ -34,11 +35,11 @@ WATCHED_KINDS: tuple[str, ...] = (
 WATCH_NAMESPACES: dict[str, str] = {"ConfigMap": "koordinator-system"}
 
 
-class BindError(Exception):
+class BindError(ApiError):
     """Binding a pod failed; the message says why (returned in ExtenderBindingResult.Error)."""
 
 
-class WriteError(Exception):
+class WriteError(ApiError):
     """A write (patch, create/update, eviction) was refused or failed; the message says why.
 
     Attributes:
@@ -47,8 +48,7 @@ class WriteError(Exception):
     """
 
     def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status)
 
 
 def write_kind(kind: str) -> KindInfo:

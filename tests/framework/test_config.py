@@ -10,7 +10,7 @@ import pytest
 
 from app.cache.snapshot import ClusterCache
 from app.framework.config import ConfigError, default_config, load_config, parse_config
-from app.framework.interfaces import Handle
+from app.framework.handle import Handle
 from app.framework.registry import default_registry
 from app.framework.runtime import Framework
 

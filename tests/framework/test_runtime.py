@@ -11,21 +11,25 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.config import PluginSpec, SchedulerConfig
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import NodeBatch, PreScorePlugin, ScorePlugin
 from app.framework.registry import Registry
 from app.framework.runtime import Framework
+from app.framework.status import SUCCESS, Status
 
 
-class Fixed:
-    """Scores every node ``value``; answers None (skip) for pods labelled ``skip-<name>``."""
+class Fixed(PreScorePlugin, ScorePlugin):
+    """Scores every node ``value``; PreScore answers Skip for pods labelled ``skip-<name>``."""
 
     def __init__(self, name: str, value: int) -> None:
         self.name = name
         self.value = value
 
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
-        if pod.labels.get(f"skip-{self.name}"):
-            return None
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
+        return Status.skip() if pod.labels.get(f"skip-{self.name}") else SUCCESS
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        assert not pod.labels.get(f"skip-{self.name}"), "Score must not run after PreScore answered Skip"
         return np.full(len(nodes), self.value, dtype=np.int64)
 
 

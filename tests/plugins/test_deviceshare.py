@@ -16,7 +16,8 @@ import yaml
 
 from app.cache.snapshot import ClusterCache
 from app.framework.config import PluginSpec, SchedulerConfig
-from app.framework.interfaces import Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import NodeBatch
 from app.framework.runtime import ArgsError
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations, parse_allocations
 from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement, node_fragmentation
@@ -90,6 +91,8 @@ def run_filter(cache: ClusterCache, plugin: DeviceShare, p: dict[str, Any], name
     info = parse_pod(p)
     state = CycleState(time.time())
     pre = plugin.pre_filter(state, info)
+    if pre.is_skip():  # no GPU request: the framework does not run the plugin's Filter
+        return {}
     if not pre.is_success():
         return {name: f"{pre.code.label}: {pre.message}" for name in names}
     rows, _ = cache.table.rows_of(names)
@@ -444,9 +447,12 @@ def _score(cache: ClusterCache, plugin: DeviceShare, p: dict[str, Any], names: l
 
     info = parse_pod(p)
     state = CycleState(time.time())
-    assert plugin.pre_filter(state, info).is_success()
+    assert not plugin.pre_filter(state, info).is_rejected()
     rows, _ = cache.table.rows_of(names)
-    return plugin.score_nodes(state, info, NodeBatch(rows, names))
+    batch = NodeBatch(rows, names)
+    if plugin.pre_score(state, info, batch).is_skip():
+        return None  # the framework leaves the plugin out of this pod's scores
+    return plugin.score_nodes(state, info, batch)
 
 
 def test_fragmentation_aware_scores_pods_without_gpus_by_the_cpu_they_take() -> None:
@@ -477,7 +483,7 @@ def test_fragmentation_aware_scores_pods_without_gpus_by_the_cpu_they_take() -> 
     state = CycleState(time.time())
     plugin.pre_filter(state, bad)
     rows, _ = cache.table.rows_of(["roomy"])
-    assert plugin.score_nodes(state, bad, NodeBatch(rows, ["roomy"])) is None
+    assert plugin.pre_score(state, bad, NodeBatch(rows, ["roomy"])).is_skip()
 
 
 def test_no_gpu_growth_matches_node_fragmentation_before_and_after() -> None:

@@ -254,7 +254,7 @@ def _reference_scores(plugin: DeviceShare, info: Any, batch: NodeBatch) -> npt.N
     rows = batch.rows
     fits = plugin._fits(req, rows, batch.removed)
     workload = plugin.workload() or Workload([], np.zeros(0))
-    cache = plugin.handle.cache
+    cache = plugin.handle.snapshot
     alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
     alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
     shape = PodShape(info.requests.get("cpu", 0), info.requests.get("memory", 0), req.milli())

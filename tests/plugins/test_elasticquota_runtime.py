@@ -10,6 +10,7 @@ import pytest
 
 from app.cache.podinfo import parse_pod
 from app.cache.snapshot import ClusterCache
+from app.framework.handle import SnapshotLister
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.calculator import hamilton_deltas, water_fill
 from app.plugins.elasticquota.manager import QuotaManager
@@ -201,7 +202,7 @@ def test_revoke_takes_back_least_important_pods() -> None:
     mgr.refresh_all()
     assert mgr.quotas["a"].used["cpu"] == 7000
     assert mgr.quotas["a"].runtime["cpu"] == 4000
-    revoked = pods_to_revoke(mgr, cache, "a", now=0.0)
+    revoked = pods_to_revoke(mgr, SnapshotLister(cache), "a", now=0.0)
     assert [p.name for p in revoked] == ["a-new"]
     ctl = RevokeController(delay=120.0)
     ctl.sync(mgr, now=1000.0)

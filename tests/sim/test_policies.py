@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.cache.snapshot import ClusterCache
-from app.framework.interfaces import Handle
+from app.framework.handle import Handle
 from app.plugins.deviceshare.plugin import new_device_share
 from app.sim.errors import SimInputError
 from app.sim.policies import builtin_policy, trace_workload, with_trace_workload

@@ -19,7 +19,7 @@ import numpy as np
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
-from app.cache.snapshot import ClusterCache
+from app.framework.handle import Handle
 from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import AllocationError, GPUAllocation, parse_allocations
 from app.plugins.deviceshare.devices import DeviceError, parse_device
@@ -33,12 +33,13 @@ class DeviceCache(CacheListener):
     """Per-node GPU accounting fed by the snapshot cache.
 
     Args:
-        cache: the snapshot cache (registers itself as a listener, which replays current state).
+        handle: the framework handle (registers itself as a listener, which replays current state;
+            reads node rows from its snapshot).
         on_pod_seen: called with every pod event's new view (workload learning), or None.
     """
 
-    def __init__(self, cache: ClusterCache, on_pod_seen: Callable[[PodInfo], None] | None = None) -> None:
-        self.cache = cache
+    def __init__(self, handle: Handle, on_pod_seen: Callable[[PodInfo], None] | None = None) -> None:
+        self.snapshot = handle.snapshot
         self.nodes: dict[str, NodeDevice] = {}
         self.pod_node: dict[str, str] = {}
         self.models: dict[str, str] = {}
@@ -47,7 +48,7 @@ class DeviceCache(CacheListener):
         self._rows: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._on_pod_seen = on_pod_seen
-        cache.add_listener(self)
+        handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
     def _node(self, name: str) -> NodeDevice:
@@ -147,12 +148,12 @@ class DeviceCache(CacheListener):
     def flush(self) -> GPUTable:
         """Write changed nodes into the table rows and return the table (sized to the node table)."""
         table = self.table
-        table.ensure(self.cache.table.capacity)
+        table.ensure(self.snapshot.table.capacity)
         for name in self._dirty:
             old_row = self._rows.pop(name, None)
             if old_row is not None:
                 table.clear(old_row)
-            row = self.cache.table.row(name)
+            row = self.snapshot.table.row(name)
             nd = self.nodes.get(name)
             if row is None or nd is None:
                 continue

@@ -1,10 +1,12 @@
 """The DeviceShare plugin: GPU sharing (upstream ``pkg/scheduler/plugins/deviceshare``).
 
 - PreFilter: the pod's GPU request (:mod:`.request`); invalid requests fail every node
-  UnschedulableAndUnresolvable with upstream's message; pods without a GPU request are skipped.
+  UnschedulableAndUnresolvable with upstream's message; pods without a GPU request answer Skip
+  (the plugin's Filter does not run for them).
 - Filter: nodes without a Device pass (left to kubelet, as upstream); a Device without GPUs fails
   UnschedulableAndUnresolvable, too few GPUs whose free covers the per-GPU request fail
   Unschedulable, both with ``Insufficient gpu devices``. Unhealthy GPUs are never counted.
+- PreScore: Skip for pods without a valid GPU request, unless FragmentationAware scores them.
 - Score: LeastAllocated / MostAllocated (``scoreNode``, then ``DefaultNormalizeScore``), or our
   FragmentationAware (:mod:`.fragmentation`): the growth of the node's expected fragmentation if the
   pod goes to its best GPU(s) there, mapped to 0..100 by rank (default) or by the paper's sigmoid.
@@ -15,9 +17,10 @@
   events) or after the learned workload is rebuilt.
 - Reserve: choose minors (upstream order: per-GPU score desc, then minor; FragmentationAware puts a
   share on the GPU with the least fragmentation growth) and account them at once; Unreserve undoes.
-- PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``source.patch`` (the source is
-  captured by :meth:`run_background`); if the pod is not in the source yet (embedded mode adopts
-  pods at bind), the write is retried when the bound pod shows up in the cache.
+- PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``handle.client.patch`` and
+  await it (a refused write fails the binding, which releases the GPUs); if the pod is not in the
+  source yet (404: embedded mode adopts pods at bind), the write is retried when the bound pod
+  shows up in the cache.
 - REST: ``nodeDeviceSummaries`` and ``nodeDeviceSummaries/{nodeName}`` (upstream ``service.go``).
 """
 
@@ -34,8 +37,21 @@ import numpy as np
 import numpy.typing as npt
 
 from app.cache.podinfo import PodInfo
+from app.client.errors import ApiError, NotFound
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterFailures,
+    FilterPlugin,
+    NodeBatch,
+    NormalizeScorePlugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreScorePlugin,
+    ReservePlugin,
+    ServiceProvider,
+)
 from app.framework.status import SUCCESS, Status
 from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
@@ -56,7 +72,6 @@ from app.plugins.deviceshare.scoring import device_scores, node_scores, normaliz
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
 from app.server.wire import error_response
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +95,15 @@ class _PodState:
     request: GPURequest | None
 
 
-class DeviceShare:
+class DeviceShare(
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    NormalizeScorePlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    ServiceProvider,
+):
     """See the module docstring."""
 
     name = NAME
@@ -88,11 +111,10 @@ class DeviceShare:
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
-        self.source: Any = None
         self.learner = WorkloadLearner(args.learned_pods)
         self._pending: dict[str, tuple[str, str, str, int]] = {}  # uid -> (namespace, name, value, attempts)
         self._tasks: set[asyncio.Task[None]] = set()
-        self.devices = DeviceCache(handle.cache, on_pod_seen=self._pod_seen)
+        self.devices = DeviceCache(handle, on_pod_seen=self._pod_seen)
         # FragmentationAware memos, keyed by GPUTable.version stamps: per-row GPU terms of the current
         # workload, and per-row GPU model index (models change only with a row rewrite)
         self._memo = RowMemo()
@@ -104,7 +126,7 @@ class DeviceShare:
     # ------------------------------------------------------------------ events
     def _pod_seen(self, pod: PodInfo) -> None:
         if self.args.strategy == FRAGMENTATION_AWARE and self.args.workload is None and pod.uid not in ("",):
-            shape = pod_shape(pod, self.handle.cache.pod_objects.get(pod.uid))
+            shape = pod_shape(pod, self.handle.snapshot.pod_object(pod.uid))
             if shape is not None:
                 self.learner.observe(pod.uid, shape)
         pending = self._pending.get(pod.uid)
@@ -134,14 +156,15 @@ class DeviceShare:
         return req
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Parse the GPU request; invalid => UnschedulableAndUnresolvable with upstream's message."""
+        """Parse the GPU request; invalid => UnschedulableAndUnresolvable with upstream's message;
+        no GPU request => Skip."""
         try:
             req = gpu_request(pod.requests)
         except DeviceRequestError as exc:
             state.write(_STATE, _PodState(None))
             return Status.unresolvable(str(exc))
         state.write(_STATE, _PodState(req))
-        return SUCCESS
+        return SUCCESS if req is not None else Status.skip()
 
     def _fits(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
         """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
@@ -201,7 +224,7 @@ class DeviceShare:
         failures.update(dict.fromkeys(np.flatnonzero(short).tolist(), _INSUFFICIENT_GPU))
         if req.shared and self.args.unsupported_models:
             for pos, name in enumerate(nodes.names):
-                node = self.handle.cache.nodes.get(name)
+                node = self.handle.snapshot.node(name)
                 if node is None or pos in failures:
                     continue
                 vendor, model = node.labels.get(n.LABEL_GPU_VENDOR, ""), node.labels.get(n.LABEL_GPU_MODEL, "")
@@ -211,18 +234,24 @@ class DeviceShare:
         return failures
 
     # ------------------------------------------------------------------ score
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64] | None:
-        """0..100 per node, or None (PreScore Skip) for pods without a valid GPU request, except that
-        FragmentationAware scores pods asking no GPU by the fragmentation their cpu/memory causes."""
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
+        """Skip pods without a valid GPU request, except that FragmentationAware scores pods asking
+        no GPU by the fragmentation their cpu/memory causes (FGD scores every pod)."""
+        if self._request(state, pod) is not None:
+            return SUCCESS
+        if self.args.strategy == FRAGMENTATION_AWARE and _asks_no_gpu(pod):
+            return SUCCESS
+        return Status.skip()
+
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        """0..100 per node (see :meth:`pre_score` for the pods scored)."""
         req = self._request(state, pod)
         if req is None:
-            if self.args.strategy == FRAGMENTATION_AWARE and _asks_no_gpu(pod):
-                # FGD scores every pod: the cpu/memory a pod without GPUs takes decides which
-                # workload shapes still fit beside the node's idle GPUs
-                if len(nodes) == 0:
-                    return np.zeros(0, dtype=np.int64)
-                return self._map_delta(self._no_gpu_delta(pod, nodes))
-            return None
+            # FGD: the cpu/memory a pod without GPUs takes decides which workload shapes still fit
+            # beside the node's idle GPUs
+            if len(nodes) == 0:
+                return np.zeros(0, dtype=np.int64)
+            return self._map_delta(self._no_gpu_delta(pod, nodes))
         if len(nodes) == 0:
             return np.zeros(0, dtype=np.int64)
         table = self.devices.flush()
@@ -247,7 +276,7 @@ class DeviceShare:
         """
         rows = nodes.rows
         if self.learner is not None and self.args.workload is None and pod.uid and not self.learner.seen(pod.uid):
-            shape = pod_shape(pod, self.handle.cache.pod_objects.get(pod.uid))
+            shape = pod_shape(pod, self.handle.snapshot.pod_object(pod.uid))
             if shape is not None:
                 self.learner.observe(pod.uid, shape)
         workload = self.workload()
@@ -255,9 +284,9 @@ class DeviceShare:
         if workload is None:
             workload = _NO_WORKLOAD
         table = self.devices.table
-        cache = self.handle.cache
-        alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
-        alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+        snapshot = self.handle.snapshot
+        alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
+        alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
         free = table.milli[rows]
         access = None
@@ -280,9 +309,9 @@ class DeviceShare:
         if workload is None or not len(workload.group_per):
             return np.zeros(len(rows), dtype=np.float64)
         table = self.devices.flush()
-        cache = self.handle.cache
-        alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
-        alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+        snapshot = self.handle.snapshot
+        alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
+        alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 0)
         free = table.milli[rows]
         access = None
@@ -339,9 +368,9 @@ class DeviceShare:
             return None
         if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
             workload = self.workload() or _NO_WORKLOAD
-            cache = self.handle.cache
-            alloc_cpu, req_cpu = cache.allocatable_and_requested("cpu", rows)
-            alloc_mem, req_mem = cache.allocatable_and_requested("memory", rows)
+            snapshot = self.handle.snapshot
+            alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
+            alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
             shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
             free_cpu, free_mem = int((alloc_cpu - req_cpu)[0]), int((alloc_mem - req_mem)[0])
             if pod.node_name == node:  # assumed before Reserve: its own requests are counted already
@@ -371,7 +400,7 @@ class DeviceShare:
         if req is None:
             return SUCCESS
         self.devices.flush()
-        row = self.handle.cache.table.row(node)
+        row = self.handle.snapshot.row(node)
         nd = self.devices.nodes.get(node)
         if row is None or nd is None or not nd.has_device:
             return SUCCESS  # no Device: left to kubelet, as upstream
@@ -396,8 +425,9 @@ class DeviceShare:
         state.write(_ALLOC, None)
 
     # ------------------------------------------------------------------ prebind
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Write the device-allocated annotation (asynchronously through the source)."""
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Write the device-allocated annotation through ``handle.client`` before the Binding (upstream's
+        order); a refused write fails the binding (ERROR with the API's message)."""
         entry = state.get(_ALLOC)
         if entry is None:
             return SUCCESS
@@ -405,13 +435,13 @@ class DeviceShare:
         if pod.annotations.get(n.ANNOTATION_DEVICE_ALLOCATED) == value:
             return SUCCESS
         self._pending[pod.uid] = (pod.namespace, pod.name, value, 0)
-        if self.source is not None:  # the extender awaits this write before it binds (upstream's order)
-            state.add_pre_bind_wait(self._write(pod.uid, pod.namespace, pod.name, value))
+        try:
+            await self._write(pod.uid, pod.namespace, pod.name, value)
+        except ApiError as exc:
+            return Status.error(str(exc))
         return SUCCESS
 
     def _spawn_write(self, uid: str, namespace: str, name: str, value: str) -> None:
-        if self.source is None:
-            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -422,23 +452,18 @@ class DeviceShare:
 
     async def _write_logged(self, uid: str, namespace: str, name: str, value: str) -> None:
         """A retry of the annotation write in the background: failures are logged by _write only."""
-        with contextlib.suppress(WriteError):
+        with contextlib.suppress(ApiError):
             await self._write(uid, namespace, name, value)
 
     async def _write(self, uid: str, namespace: str, name: str, value: str) -> None:
         patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: value}}}
         try:
-            await self.source.patch("Pod", name, patch, namespace=namespace)
-        except WriteError as exc:
-            if exc.status == 404:
+            await self.handle.client.patch("Pod", name, patch, namespace=namespace)
+        except ApiError as exc:
+            if isinstance(exc, NotFound) or exc.status == 404:
                 return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
             log.warning("pod %s/%s: cannot write %s: %s", namespace, name, n.ANNOTATION_DEVICE_ALLOCATED, exc)
             raise
-
-    async def run_background(self, source: Any) -> None:
-        """Keep the service's source for PreBind writes; idle until cancelled."""
-        self.source = source
-        await asyncio.Event().wait()
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:

@@ -9,9 +9,9 @@
 - Reserve/Unreserve need no code: the cache's assume/forget delivers the pod bound/unbound to
   the listener, which moves it into/out of ``used``.
 - PostFilter (``/preempt``): :mod:`app.plugins.elasticquota.preempt`.
-- Background: the over-use revoke loop (:mod:`app.plugins.elasticquota.revoke`), only with
-  ``monitorAllQuotas: true`` as upstream; evictions go through ``source.evict`` (recorded, not
-  executed, by the file source), at most :data:`MAX_EVICTIONS_PER_CYCLE` per cycle.
+- Background: the status writer, and the over-use revoke loop (:mod:`app.plugins.elasticquota.revoke`),
+  only with ``monitorAllQuotas: true`` as upstream; evictions go through ``handle.client.evict``
+  (recorded, not executed, by the file source), at most :data:`MAX_EVICTIONS_PER_CYCLE` per cycle.
 - REST under ``/apis/v1/plugins/ElasticQuota``: ``quotas``, ``quotas/{name}`` (upstream's paths),
   ``quota/{name}``, ``tree``, ``evictions``.
 
@@ -30,8 +30,10 @@ from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
+from app.client.errors import ApiError
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import Handle
+from app.framework.handle import Handle
+from app.framework.interfaces import BackgroundPlugin, PostFilterPlugin, PreFilterPlugin, ServiceProvider
 from app.framework.status import SUCCESS, Status
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs, decode_args
@@ -42,7 +44,6 @@ from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
 from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
 from app.server.wire import error_response
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ MAX_EVICTIONS_PER_CYCLE = 10
 RECENT_EVICTIONS = 100
 
 
-class ElasticQuota(CacheListener):
+class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundPlugin, ServiceProvider):
     """Quota admission at PreFilter, quota-aware preemption and over-use revoke. See the module docstring."""
 
     name = NAME
@@ -65,7 +66,7 @@ class ElasticQuota(CacheListener):
         self.revoker = RevokeController(args.delay_evict_time)
         self.evictions: deque[dict[str, Any]] = deque(maxlen=RECENT_EVICTIONS)
         self._evicted: set[str] = set()
-        handle.cache.add_listener(self)
+        handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
     def on_node(self, name: str, node: NodeState | None) -> None:
@@ -152,7 +153,7 @@ class ElasticQuota(CacheListener):
             return victims, SUCCESS
         return select_victims(
             self.manager,
-            self.handle.cache,
+            self.handle.snapshot,
             self.args.disable_default_quota_preemption,
             pod,
             node,
@@ -161,46 +162,48 @@ class ElasticQuota(CacheListener):
         )
 
     # ------------------------------------------------------------------ revoke
-    async def run_background(self, source: Any) -> None:
+    async def run_background(self) -> None:
         """Two loops for the app's lifetime: every second, write runtime, request and used back to each
         ElasticQuota (:mod:`app.plugins.elasticquota.statuswriter`, as upstream's quota controller); and
         every ``revokePodInterval``, evict pods of quotas over their runtime for longer than
         ``delayEvictTime``, only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream)."""
-        loops = [self._status_loop(source)]
+        loops = [self._status_loop()]
         if self.args.monitor_all_quotas and self.args.enable_runtime_quota:
-            loops.append(self._revoke_loop(source))
+            loops.append(self._revoke_loop())
         else:
             log.info("monitorAllQuotas not true: the ElasticQuota over-use revoke loop does not run")
         await asyncio.gather(*loops)
 
-    async def _status_loop(self, source: Any) -> None:
+    async def _status_loop(self) -> None:
         writer = StatusWriter(self.manager)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
-            if source.ready() and self.manager.active:
+            if self.handle.has_synced() and self.manager.active:
                 try:
-                    await writer.sync_once(source)
+                    await writer.sync_once(self.handle.client)
                 except Exception:  # the loop must survive one bad round
                     log.exception("ElasticQuota status round failed")
 
-    async def _revoke_loop(self, source: Any) -> None:
+    async def _revoke_loop(self) -> None:
         interval = max(self.args.revoke_pod_interval, 0.05)
         while True:
             await asyncio.sleep(interval)
-            if source.ready():
+            if self.handle.has_synced():
                 try:
-                    await self.revoke_once(source)
+                    await self.revoke_once()
                 except Exception:  # the loop must survive one bad cycle
                     log.exception("ElasticQuota revoke cycle failed")
 
-    async def revoke_once(self, source: Any) -> list[dict[str, Any]]:
-        """One revoke cycle; returns the evictions it attempted (also kept for the REST view)."""
+    async def revoke_once(self) -> list[dict[str, Any]]:
+        """One revoke cycle; returns the evictions it attempted (also kept for the REST view).
+
+        Evictions go through ``handle.client.evict`` (the Eviction API; the file source records them)."""
         mgr = self.manager
         now = self.handle.now()
         mgr.refresh_all()
         self.revoker.sync(mgr, now)
-        cache = self.handle.cache
-        self._evicted &= set(cache.pods)
+        snapshot = self.handle.snapshot
+        self._evicted &= set(snapshot.pods)
         done: list[dict[str, Any]] = []
         for quota in self.revoker.due(mgr, now):
             info = mgr.quotas[quota]
@@ -208,7 +211,7 @@ class ElasticQuota(CacheListener):
                 f"quota {quota} over-used: used {print_resource_list(info.used)} > "
                 f"runtime {print_resource_list(info.runtime)}"
             )
-            for pod in pods_to_revoke(mgr, cache, quota, now):
+            for pod in pods_to_revoke(mgr, snapshot, quota, now):
                 if pod.uid in self._evicted:
                     continue
                 if len(done) >= MAX_EVICTIONS_PER_CYCLE:
@@ -223,9 +226,9 @@ class ElasticQuota(CacheListener):
                     "error": "",
                 }
                 try:
-                    await source.evict(pod.namespace, pod.name, pod.uid, reason)
+                    await self.handle.client.evict(pod.namespace, pod.name, pod.uid, reason)
                     self._evicted.add(pod.uid)
-                except WriteError as exc:
+                except ApiError as exc:
                     record["error"] = str(exc)
                     log.warning("failed to revoke pod %s/%s of quota %s: %s", pod.namespace, pod.name, quota, exc)
                 self.evictions.append(record)

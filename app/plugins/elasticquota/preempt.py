@@ -11,7 +11,7 @@ important first, victims are reprieved while both the quota and the node still f
 from __future__ import annotations
 
 from app.cache.podinfo import PodInfo
-from app.cache.snapshot import ClusterCache
+from app.framework.handle import SnapshotLister
 from app.framework.status import SUCCESS, Status
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.importance import importance_key
@@ -39,9 +39,9 @@ def can_preempt(manager: QuotaManager, disable_default: bool, pod: PodInfo, vict
     return (pod.priority or 0) > (victim.priority or 0) and pod_quota == victim_quota
 
 
-def _node_fits(cache: ClusterCache, node: str, pod: PodInfo, freed: ResourceList) -> list[str]:
+def _node_fits(snapshot: SnapshotLister, node: str, pod: PodInfo, freed: ResourceList) -> list[str]:
     """Resources the pod requests that ``node`` cannot hold even with ``freed`` released."""
-    state = cache.nodes.get(node)
+    state = snapshot.node(node)
     if state is None:
         return []
     short = []
@@ -56,7 +56,7 @@ def _node_fits(cache: ClusterCache, node: str, pod: PodInfo, freed: ResourceList
 
 def select_victims(
     manager: QuotaManager,
-    cache: ClusterCache,
+    snapshot: SnapshotLister,
     disable_default: bool,
     pod: PodInfo,
     node: str,
@@ -96,13 +96,13 @@ def select_victims(
             f"used: {print_resource_list(used)}, pod's request: {print_resource_list(pod_req)}, "
             f"exceedDimensions: {go_list(exceeded)}"
         )
-    short = _node_fits(cache, node, pod, freed(set()))
+    short = _node_fits(snapshot, node, pod, freed(set()))
     if short:
         return [], Status.unschedulable(*(f"Insufficient {res}" for res in short))
     kept: set[str] = set()
-    order = sorted(eligible, key=lambda v: importance_key(v, cache.pod_objects.get(v.uid), now))
+    order = sorted(eligible, key=lambda v: importance_key(v, snapshot.pod_object(v.uid), now))
     for victim in order:
         trial = kept | {victim.uid}
-        if quota_ok(trial)[0] and not _node_fits(cache, node, pod, freed(trial)):
+        if quota_ok(trial)[0] and not _node_fits(snapshot, node, pod, freed(trial)):
             kept = trial
     return [v for v in eligible if v.uid not in kept], SUCCESS

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.cache.podinfo import PodInfo
-from app.cache.snapshot import ClusterCache
+from app.framework.handle import SnapshotLister
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.importance import importance_key
 from app.plugins.elasticquota.manager import QuotaManager
@@ -67,7 +67,7 @@ class RevokeController:
         return out
 
 
-def pods_to_revoke(manager: QuotaManager, cache: ClusterCache, quota: str, now: float) -> list[PodInfo]:
+def pods_to_revoke(manager: QuotaManager, snapshot: SnapshotLister, quota: str, now: float) -> list[PodInfo]:
     """``getToRevokePodList``: the pods of ``quota`` to evict so that ``used <= runtime``.
 
     Pod requests are masked to the quota's max names. Returns the pods in eviction order.
@@ -77,8 +77,8 @@ def pods_to_revoke(manager: QuotaManager, cache: ClusterCache, quota: str, now: 
         return []
     runtime = info.runtime
     used = dict(info.used)
-    assigned = [cache.pods[uid] for uid, e in info.pods.items() if e.assigned and uid in cache.pods]
-    assigned.sort(key=lambda p: importance_key(p, cache.pod_objects.get(p.uid), now), reverse=True)
+    assigned = [snapshot.pods[uid] for uid, e in info.pods.items() if e.assigned and uid in snapshot.pods]
+    assigned.sort(key=lambda p: importance_key(p, snapshot.pod_object(p.uid), now), reverse=True)
     tried: list[PodInfo] = []
     for pod in assigned:
         if less_equal(used, runtime)[0]:

@@ -25,10 +25,11 @@ from typing import Any
 import orjson
 
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
+from app.client.errors import ApiError
+from app.framework.handle import ClusterClient
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +123,11 @@ class StatusWriter:
         self.manager = manager
         self._agreed: dict[str, tuple[Any, ...]] = {}
 
-    async def sync_once(self, source: Any) -> int:
+    async def sync_once(self, client: ClusterClient) -> int:
         """One round over every ElasticQuota object the manager holds; returns the number of patches sent.
 
         Runtimes are refreshed first. A quota that is not in the tree, has a bad annotation, or whose
-        patch the source refuses is logged and skipped; the next round retries it.
+        patch the client refuses is logged and skipped; the next round retries it.
         """
         manager = self.manager
         manager.refresh_all()
@@ -152,9 +153,9 @@ class StatusWriter:
                 continue
             namespace = (obj.get("metadata") or {}).get("namespace")
             try:
-                await source.patch("ElasticQuota", name, patch, namespace=namespace)
+                await client.patch("ElasticQuota", name, patch, namespace=namespace)
                 sent += 1
-            except WriteError as exc:
+            except ApiError as exc:
                 log.warning("ElasticQuota %s: status patch failed: %s", name, exc)
         return sent
 

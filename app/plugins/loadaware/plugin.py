@@ -28,7 +28,15 @@ from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterFailures,
+    FilterPlugin,
+    NodeBatch,
+    ScorePlugin,
+    ServiceProvider,
+)
 from app.framework.status import Status
 from app.plugins.loadaware.args import LoadAwareSchedulingArgs, decode_args
 from app.plugins.loadaware.estimator import estimate_pod, estimation_deadline, node_allocatable
@@ -68,7 +76,7 @@ def go_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
     return (t + step).astype(np.int64)
 
 
-class LoadAwareScheduling(CacheListener):
+class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
     """Filter and Score by node load. See the module docstring for the semantics."""
 
     name = NAME
@@ -88,13 +96,13 @@ class LoadAwareScheduling(CacheListener):
         #: One shared Status per (resource, aggregated) threshold reason: failing nodes share it.
         self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
-        table = handle.cache.table
+        table = handle.snapshot.table
         for key in (_ALLOC, _PLAIN, _PROD, _FAGG, _SAGG, _THR, _THR_PROD, _THR_AGG):
             table.column(key, np.int64, (r,))
         table.column(_STATE, np.int8)
         table.column(_UPDATE, np.float64)
         table.column(_HAS_AGG, np.bool_)
-        handle.cache.add_listener(self)
+        handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
     def _load(self, node: str) -> NodeLoad:
@@ -166,7 +174,7 @@ class LoadAwareScheduling(CacheListener):
 
     def _fingerprint(self, pod: PodInfo) -> tuple[Any, Any] | None:
         """``(spec, status.conditions)`` of the pod's object, what upstream's ``OnUpdate`` compares; None if unknown."""
-        obj = self.handle.cache.pod_objects.get(pod.uid)
+        obj = self.handle.snapshot.pod_object(pod.uid)
         if obj is None:
             return None
         status = obj.get("status")
@@ -176,11 +184,11 @@ class LoadAwareScheduling(CacheListener):
         """Write dirty nodes' rows into the table columns."""
         if not self._dirty:
             return
-        cache = self.handle.cache
-        table = cache.table
+        snapshot = self.handle.snapshot
+        table = snapshot.table
         for name in self._dirty:
             row = table.row(name)
-            node = cache.nodes.get(name)
+            node = snapshot.node(name)
             if row is None or node is None:
                 continue
             profile = self.profiles.get(name, self.default_profile)
@@ -227,7 +235,7 @@ class LoadAwareScheduling(CacheListener):
         if pod.daemonset or len(nodes) == 0:
             return {}
         self._flush()
-        table = self.handle.cache.table
+        table = self.handle.snapshot.table
         rows = nodes.rows
         n = len(rows)
         thr = table.column(_THR)[rows]
@@ -295,7 +303,7 @@ class LoadAwareScheduling(CacheListener):
         if self.weights is None or n == 0:
             return np.zeros(n, dtype=np.int64)
         self._flush()
-        table = self.handle.cache.table
+        table = self.handle.snapshot.table
         rows = nodes.rows
         valid = (table.column(_STATE)[rows] == _HAS_METRIC) & ~self._expired(table.column(_UPDATE)[rows], state.now)
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
@@ -332,13 +340,13 @@ class LoadAwareScheduling(CacheListener):
         load = self.loads.get(nodeName)
         if load is None:
             return {}
-        cache = self.handle.cache
+        snapshot = self.handle.snapshot
         pods = sorted(load.pods.items(), key=lambda kv: kv[1].timestamp)
         out: dict[str, Any] = {
             "pods": [
                 {
                     "timestamp": format_time(info.timestamp),
-                    "pod": cache.pod_objects.get(uid, {"metadata": {"uid": uid}}),
+                    "pod": snapshot.pod_object(uid) or {"metadata": {"uid": uid}},
                 }
                 for uid, info in pods
             ]

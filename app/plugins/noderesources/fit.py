@@ -17,7 +17,8 @@ import numpy as np
 
 from app.cache.podinfo import PodInfo
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import FilterFailures, Handle, NodeBatch
+from app.framework.handle import Handle
+from app.framework.interfaces import FilterFailures, FilterPlugin, NodeBatch
 from app.framework.runtime import ArgsError
 from app.framework.status import Status
 
@@ -36,7 +37,7 @@ def managed_requests(pod: PodInfo) -> dict[str, int]:
     }
 
 
-class NodeResourcesFit:
+class NodeResourcesFit(FilterPlugin):
     """Filter: the pod's managed requests fit the node's free allocatable.
 
     Units: cpu-like resources in milli (batch-cpu is already milli), others in base units.
@@ -52,11 +53,11 @@ class NodeResourcesFit:
         wanted = managed_requests(pod)
         if not wanted or len(nodes) == 0:
             return {}
-        cache = self.handle.cache
+        snapshot = self.handle.snapshot
         insufficient: list[tuple[str, np.ndarray]] = []
         never = np.zeros(len(nodes), dtype=bool)
         for name in sorted(wanted):
-            alloc, requested = cache.allocatable_and_requested(name, nodes.rows)
+            alloc, requested = snapshot.allocatable_and_requested(name, nodes.rows)
             if nodes.removed is not None:
                 freed = np.array(
                     [sum(p.requests.get(name, 0) for p in victims) for victims in nodes.removed], dtype=np.int64

@@ -1,0 +1,151 @@
+"""The binding cycle behind ``/bind``: kube-scheduler's ``bindingCycle`` for a pod it already placed.
+
+kube-scheduler calls our bind verb from its own binding goroutine, one per pod, and keeps the pod
+assumed in its cache until we answer. Here that call runs the binding half of a scheduling
+framework, exactly as plugins of a patched kube-scheduler would see it
+(k8s.io/kubernetes/pkg/scheduler/schedule_one.go ``schedulingCycle`` tail and ``bindingCycle``):
+
+1. Re-check: PreFilter and Filter on the chosen node against the current cache, assumed pods
+   included. The node may have filled up since this pod's filter call (other binds ran in
+   between); without this, concurrent binds over-commit a node. Nothing awaits between this
+   check and the assumption, so two binds can never both take the last room.
+2. Assume: the pod is accounted on the node (refused when it is already assumed or bound).
+3. Reserve, every plugin in order; a failure unreserves the plugins whose Reserve ran.
+4. Permit; on WAIT the request stays open in :meth:`Framework.wait_on_permit` until the pod is
+   allowed, rejected or times out.
+5. PreBind, every plugin in order, awaited (plugins write through ``handle.client`` themselves).
+6. Bind: Bind plugins, else the default binder creates the ``Binding`` through ``handle.client``.
+7. PostBind, and the assumed pod's expiry clock starts (until a watch event confirms it).
+
+On a failure after step 3, Unreserve runs on every Reserve plugin in reverse order and the
+assumption is forgotten (only this binding's own assumption); the answer carries the reason,
+which the extender returns in ``ExtenderBindingResult.Error`` so kube-scheduler forgets its
+assumption and requeues the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.cache.podinfo import PodInfo
+from app.cache.snapshot import AssumeError, ClusterCache
+from app.framework.cyclestate import CycleState
+from app.framework.interfaces import NodeBatch
+from app.framework.runtime import Framework
+from app.framework.status import SUCCESS, Code, Status
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingOutcome:
+    """How one binding cycle ended.
+
+    Attributes:
+        status: SUCCESS, or the failure with the plugin that caused it.
+        point: the step that failed (``Filter``, ``Assume``, ``Reserve``, ``Permit``, ``PreBind``,
+            ``Bind``), "" on success.
+    """
+
+    status: Status
+    point: str = ""
+
+    @property
+    def error(self) -> str:
+        """The ``ExtenderBindingResult.Error`` text: "" on success; for a rejection
+        ``<plugin>: <reasons>``; for an error its message (``running PreBind plugin "X": ...``)."""
+        status = self.status
+        if status.is_success():
+            return ""
+        if status.code == Code.ERROR or not status.plugin:
+            return status.message
+        return f"{status.plugin}: {status.message}"
+
+
+class BindingCycle:
+    """Runs binding cycles over one cache and framework (see the module docstring).
+
+    Args:
+        cache: the snapshot cache (assume / forget / finish_binding).
+        framework: the enabled plugins.
+    """
+
+    def __init__(self, cache: ClusterCache, framework: Framework) -> None:
+        self.cache = cache
+        self.framework = framework
+
+    def recheck(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """PreFilter and Filter of ``pod`` on ``node`` against the cache as it is now, in ``state``
+        (the binding cycle's state, which Reserve and later points then read).
+
+        Returns SUCCESS, or the first failing status with its plugin set.
+        """
+        fw = self.framework
+        status = fw.run_pre_filter(state, pod)
+        if not status.is_success():
+            return status
+        row = self.cache.table.row(node)
+        if row is None:
+            return Status.unschedulable(f"node {node} not found")
+        failures = fw.run_filters(state, pod, NodeBatch(np.array([row], dtype=np.int64), [node]))
+        return failures.get(0, SUCCESS)
+
+    async def run(self, pod: PodInfo, node: str, pod_object: dict[str, Any] | None = None) -> BindingOutcome:
+        """Bind ``pod`` (its cached or parsed view; ``pod_object`` the Pod as received when the cache
+        does not hold it) to ``node`` through every step; never raises for a plugin or API failure
+        (they become the outcome's status)."""
+        fw = self.framework
+        state = fw.new_cycle()
+        cache = self.cache
+        if node not in cache.nodes:
+            return BindingOutcome(Status.unschedulable(f"node {node} not found"), "Assume")
+        current = cache.pods.get(pod.uid) if pod.uid else None
+        if current is not None:
+            pod = current
+        entry = cache.assumed.get(pod.uid) if pod.uid else None
+        if entry is not None and entry.deadline is None:
+            # a binding of this pod is in flight: refuse before re-checking (its own request counts already)
+            message = f"pod {pod.key} is already assumed on node {entry.node!r}: its binding is in flight"
+            return BindingOutcome(Status.unschedulable(message), "Assume")
+        if not pod.node_name:
+            status = self.recheck(state, pod, node)
+            if not status.is_success():
+                return BindingOutcome(status, "Filter")
+        try:
+            assumed = cache.assume(pod, node)
+        except AssumeError as exc:
+            return BindingOutcome(Status.unschedulable(str(exc)), "Assume")
+        assumption = cache.assumed[assumed.uid]
+
+        status = fw.run_reserve(state, assumed, node)
+        if not status.is_success():
+            cache.forget(assumed.uid, assumption)
+            return BindingOutcome(status, "Reserve")
+        point = "Permit"
+        try:
+            status = fw.run_permit(state, assumed, node)
+            if status.is_wait():
+                status = await fw.wait_on_permit(assumed)
+            if status.is_success():
+                point = "PreBind"
+                status = await fw.run_pre_bind(state, assumed, node)
+            if status.is_success():
+                point = "Bind"
+                status = await fw.run_bind(state, assumed, node, pod_object)
+        except BaseException:  # cancelled (the server stops): undo before letting it through
+            fw.waiting_pods.reject(assumed.uid, "", "bind request cancelled")
+            fw.run_unreserve(state, assumed, node)
+            cache.forget(assumed.uid, assumption)
+            raise
+        if not status.is_success():
+            log.info("binding pod %s to %s failed at %s: %s", assumed.key, node, point, status.message)
+            fw.run_unreserve(state, assumed, node)
+            cache.forget(assumed.uid, assumption)
+            return BindingOutcome(status, point)
+        cache.finish_binding(assumed.uid)
+        fw.run_post_bind(state, assumed, node)
+        return BindingOutcome(SUCCESS)
