@@ -17,6 +17,7 @@ import uvicorn
 import yaml
 
 from app.framework.config import SchedulerConfig
+from app.framework.registry import Registry
 from app.server.app import create_app
 from app.sources.files import FileSource
 
@@ -41,8 +42,10 @@ def free_port() -> int:
 class LiveServer:
     """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
 
-    def __init__(self, source: FileSource, config: SchedulerConfig | None = None) -> None:
-        self.app = create_app(source, config)
+    def __init__(
+        self, source: FileSource, config: SchedulerConfig | None = None, registry: Registry | None = None
+    ) -> None:
+        self.app = create_app(source, config, registry=registry)
         self.port = free_port()
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)

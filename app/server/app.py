@@ -91,9 +91,7 @@ def create_app(
         await source.start(state.cache)
         tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(_freeze_after_load(source))]
         tasks += [
-            asyncio.create_task(p.run_background())
-            for p in state.framework.plugins
-            if isinstance(p, BackgroundPlugin)
+            asyncio.create_task(p.run_background()) for p in state.framework.plugins if isinstance(p, BackgroundPlugin)
         ]
         tasks += [asyncio.create_task(task(state)) for task in background or []]
         log.info("serving from %s with plugins %s", source.description, [p.name for p in state.framework.plugins])
