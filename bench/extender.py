@@ -12,6 +12,11 @@ What it measures
     validation alone cost, and ``ratio_to_noop`` is ``p50(verb) / p50(noop)``.
     ``filter_full_nodes`` is /filter with nodeCacheCapable=false bodies (``Nodes`` holds the 500
     candidates as full Node objects), measured with fewer calls.
+    ``bind`` is ``POST /bind`` of ``--binds`` distinct pending pods (the wire sample's pod with new
+    names and uids, kept in the snapshot), each to one of the nodes a /filter call found feasible
+    for it, one after the other: the whole binding cycle (re-check of the node, assume, Reserve,
+    Permit, PreBind, and the Binding recorded by the in-memory source). ``refused`` counts binds the
+    re-check turned down because earlier binds filled the node (answered in ``Error``).
 
 Targets (per verb, nodeCacheCapable, 5,000 nodes, 500 candidates, one uvicorn worker)
     p50 <= 0.6 ms, p99 <= 2 ms, >= 1,200 calls/s, ratio to no-op <= 1.5.
@@ -33,6 +38,7 @@ non-zero with the reason.
 from __future__ import annotations
 
 import argparse
+import copy
 import http.client
 import random
 import socket
@@ -525,15 +531,69 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--candidates", type=int, default=500, help="candidate nodes per request (default 500)")
     p.add_argument("--calls", type=int, default=3000, help="measured calls per verb (default 3000)")
     p.add_argument("--full-calls", type=int, default=300, help="measured calls of filter_full_nodes (default 300)")
+    p.add_argument("--binds", type=int, default=1000, help="measured binds of distinct pending pods (default 1000)")
     p.add_argument("--warmup", type=int, default=200, help="warm-up calls before each measurement (default 200)")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     args = p.parse_args(argv)
-    for flag in ("nodes", "candidates", "calls", "full_calls"):
+    for flag in ("nodes", "candidates", "calls", "full_calls", "binds"):
         if getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} must be >= 1")
     if args.warmup < 0:
         p.error("--warmup must be >= 0")
     return args
+
+
+def pending_pods(template: dict[str, Any], count: int, seed: int) -> list[dict[str, Any]]:
+    """``count`` copies of ``template`` as distinct pending pods (``bench-bind-<i>``, new uids)."""
+    rng = random.Random(seed + 2)
+    out = []
+    for i in range(count):
+        pod = copy.deepcopy(template)
+        meta = pod.setdefault("metadata", {})
+        meta.update({"name": f"bench-bind-{i}", "namespace": "default", "uid": _uid(rng)})
+        meta.pop("generateName", None)
+        pod.setdefault("spec", {}).pop("nodeName", None)
+        pod["status"] = {"phase": "Pending"}
+        out.append(pod)
+    return out
+
+
+def measure_binds(
+    conn: http.client.HTTPConnection, pods: list[dict[str, Any]], sets: list[list[str]]
+) -> tuple[Measurement, int]:
+    """Filter each pod over one candidate set (not timed), then time its /bind to a feasible node.
+
+    Returns the bind measurement and how many binds the re-check refused (node filled meanwhile).
+
+    Raises:
+        BenchFailure: a non-200 answer, a pod feasible nowhere, or an Error other than a filter refusal.
+    """
+    latencies = np.empty(len(pods), dtype=np.float64)
+    refused = 0
+    spent = 0.0
+    perf = time.perf_counter
+    for i, pod in enumerate(pods):
+        status, data = call(conn, "/filter", node_names_body(pod, sets[i % len(sets)]))
+        feasible = orjson.loads(data)["NodeNames"] if status == 200 else None
+        if not feasible:
+            raise BenchFailure(f"POST /filter for {pod['metadata']['name']}: no feasible node ({data[:300]!r})")
+        meta = pod["metadata"]
+        body = orjson.dumps(
+            {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": feasible[0]}
+        )
+        t0 = perf()
+        status, data = call(conn, "/bind", body)
+        took = perf() - t0
+        latencies[i] = took
+        spent += took
+        if status != 200:
+            raise BenchFailure(f"POST /bind {meta['name']}: HTTP {status}: {data[:300]!r}")
+        error = orjson.loads(data).get("Error", "")
+        if error:
+            if not any(mark in error for mark in ("Insufficient", "exceed", "usage")):
+                raise BenchFailure(f"POST /bind {meta['name']}: {error}")
+            refused += 1
+    return Measurement(latencies, spent), refused
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -545,6 +605,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     name_bodies = [node_names_body(pod, s) for s in sets]
     full_bodies = [full_nodes_body(pod, [cluster.nodes[n] for n in s]) for s in sets]
 
+    bind_pods = pending_pods(pod, args.binds, args.seed)
+    cluster.objects["Pod"].extend(bind_pods)
     app = create_app(InMemorySource(cluster))
     add_noop_route(app)
     server = BackgroundServer(app, free_port())
@@ -557,6 +619,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             prio = measure(conn, "/prioritize", name_bodies, w, n, check_prioritize(candidates))
             noop = measure(conn, "/bench-noop", name_bodies, w, n, check_noop(candidates))
             full = measure(conn, "/filter", full_bodies, w, args.full_calls, check_filter(candidates, True))
+            binds, refused = measure_binds(conn, bind_pods, sets)
         finally:
             conn.close()
     finally:
@@ -574,6 +637,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "prioritize": with_ratio(prio),
         "noop": base,
         "filter_full_nodes": with_ratio(full),
+        "bind": {**binds.summary(), "refused": refused},
         "nodes": args.nodes,
         "candidates_per_request": candidates,
         "calls": args.calls,
