@@ -25,7 +25,9 @@ assumption and requeues the pod.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,10 +96,22 @@ class BindingCycle:
         failures = fw.run_filters(state, pod, NodeBatch(np.array([row], dtype=np.int64), [node]))
         return failures.get(0, SUCCESS)
 
-    async def run(self, pod: PodInfo, node: str, pod_object: dict[str, Any] | None = None) -> BindingOutcome:
+    async def run(
+        self,
+        pod: PodInfo,
+        node: str,
+        pod_object: dict[str, Any] | None = None,
+        caller_gone: Callable[[], Awaitable[None]] | None = None,
+    ) -> BindingOutcome:
         """Bind ``pod`` (its cached or parsed view; ``pod_object`` the Pod as received when the cache
         does not hold it) to ``node`` through every step; never raises for a plugin or API failure
-        (they become the outcome's status)."""
+        (they become the outcome's status).
+
+        ``caller_gone`` returns an awaitable that completes when the caller stopped waiting for the
+        answer (kube-scheduler's request timed out and its connection closed); a pod waiting at
+        Permit is then rejected (``bind request closed by the caller``) instead of being bound
+        behind kube-scheduler's back after it requeued the pod.
+        """
         fw = self.framework
         state = fw.new_cycle()
         cache = self.cache
@@ -129,7 +143,7 @@ class BindingCycle:
         try:
             status = fw.run_permit(state, assumed, node)
             if status.is_wait():
-                status = await fw.wait_on_permit(assumed)
+                status = await self._wait(assumed, caller_gone)
             if status.is_success():
                 point = "PreBind"
                 status = await fw.run_pre_bind(state, assumed, node)
@@ -149,3 +163,21 @@ class BindingCycle:
         cache.finish_binding(assumed.uid)
         fw.run_post_bind(state, assumed, node)
         return BindingOutcome(SUCCESS)
+
+    async def _wait(self, pod: PodInfo, caller_gone: Callable[[], Awaitable[None]] | None) -> Status:
+        """Wait at Permit; reject the pod if the caller goes away first."""
+        fw = self.framework
+        if caller_gone is None:
+            return await fw.wait_on_permit(pod)
+        waiter = asyncio.ensure_future(fw.wait_on_permit(pod))
+        gone = asyncio.ensure_future(caller_gone())
+        try:
+            done, _ = await asyncio.wait({waiter, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if waiter not in done:
+                log.info("pod %s: the bind request was closed while the pod waited at Permit", pod.key)
+                fw.waiting_pods.reject(pod.uid, "", "bind request closed by the caller")
+            return await waiter
+        finally:
+            gone.cancel()
+            if not waiter.done():
+                waiter.cancel()

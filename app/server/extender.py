@@ -8,6 +8,7 @@ the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 40
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -205,12 +206,15 @@ class ExtenderService:
         return {"NodeNameToMetaVictims": out}
 
     # ------------------------------------------------------------------ bind
-    async def bind(self, args: ExtenderBindingArgs) -> dict[str, Any]:
+    async def bind(
+        self, args: ExtenderBindingArgs, caller_gone: Callable[[], Awaitable[None]] | None = None
+    ) -> dict[str, Any]:
         """ExtenderBindingResult: run the binding cycle (:mod:`app.framework.bindingcycle`) for the pod.
 
         The pod is the cached one, else the one parsed from a recent filter/prioritize call of the
         same uid; unknown pods answer ``pods "<name>" not found``. Every failure is answered in
-        ``Error`` (kube-scheduler then forgets its assumption and requeues the pod).
+        ``Error`` (kube-scheduler then forgets its assumption and requeues the pod). ``caller_gone``
+        completes when the HTTP client disconnected (a pod waiting at Permit is then rejected).
         """
         pod = self.cache.find_pod(args.PodUID, args.PodNamespace, args.PodName)
         obj: dict[str, Any] | None = None
@@ -219,7 +223,7 @@ class ExtenderService:
             if hit is None:
                 return {"Error": f'pods "{args.PodName}" not found'}
             pod, obj = hit
-        outcome = await self.binding.run(pod, args.Node, obj)
+        outcome = await self.binding.run(pod, args.Node, obj, caller_gone)
         return {"Error": outcome.error}
 
     # ------------------------------------------------------------------ explain

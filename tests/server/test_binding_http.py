@@ -268,3 +268,24 @@ def test_a_second_bind_of_a_waiting_pod_is_refused(tmp_path: Path) -> None:
         assert first == {"Error": ""} and mate == {"Error": ""}
         assert source._bindings == {"default/d-0": "big", "default/d-1": "big"}
         assert _requested(srv, "other") in (None, "0")
+
+
+def test_a_waiting_bind_whose_caller_gave_up_is_rejected(tmp_path: Path) -> None:
+    # kube-scheduler's request timed out (httpTimeout shorter than the wait): it requeues the pod, so
+    # the pod must not stay assumed here, nor be bound behind its back when the group completes
+    group = [_pod(f"c-{i}", **{GROUP: "g5", SIZE: "2", TIMEOUT: "30"}) for i in range(2)]
+    srv, source, gates = _gate_server(tmp_path, group)
+    with srv:
+        with httpx.Client(base_url=srv.url, timeout=0.3) as impatient:
+            try:
+                impatient.post("/bind", json=_bind_body(group[0], "big"))
+                raise AssertionError("the bind answered while its group was incomplete")
+            except httpx.ReadTimeout:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and srv.service.framework.waiting_pods.get("uid-c-0") is not None:
+            time.sleep(0.05)
+        assert srv.service.framework.waiting_pods.get("uid-c-0") is None
+        assert srv.service.cache.find_pod(namespace="default", name="c-0").node_name == ""
+        assert "unreserve c-0" in gates[0].log
+        assert source._bindings == {}
