@@ -13,7 +13,8 @@ are answered with ``Status`` bodies shaped exactly as kube-apiserver writes them
 * LIST with ``limit``/``continue`` (410 Expired once continue tokens are expired);
 * WATCH (``watch=true``): a scripted stream of lines, chunked, ended cleanly, broken (no final
   chunk) or held open until the client goes away;
-* ``fail[(method, path)] = (code, body, headers)`` answers any request with a canned failure;
+* ``fail[(method, path)] = (code, body, headers)`` answers any request with a canned failure
+  (``fail_once``: only the next one);
 * bearer-token checking (401 Unauthorized) and optional TLS with client-certificate checking.
 """
 
@@ -85,6 +86,7 @@ class FakeAPIServer:
         self.store: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.tokens = tokens  # None: no authentication
         self.fail: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
+        self.fail_once: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
         self.requests: list[Recorded] = []
         self.continue_expired = False
         self.watch_scripts: dict[str, list[WatchScript]] = defaultdict(list)
@@ -160,7 +162,8 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             if fake.tokens is not None and (scheme.lower() != "bearer" or token not in fake.tokens):
                 self._send(401, status(401, "Unauthorized", "Unauthorized"))
                 return
-            canned = fake.fail.get((self.command, url.path))
+            with fake.lock:
+                canned = fake.fail_once.pop((self.command, url.path), None) or fake.fail.get((self.command, url.path))
             if canned is not None:
                 self._send(*canned)
                 return
