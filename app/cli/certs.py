@@ -228,7 +228,7 @@ def certs(
         if patch_webhooks:
             import kubernetes.client
 
-            from app.sources.kubernetes import load_configuration
+            from app.client.config import load_configuration
 
             cfg = load_configuration(str(kubeconfig) if kubeconfig else None)
             with kubernetes.client.ApiClient(cfg) as api_client:

@@ -17,10 +17,11 @@ from cachetools import LRUCache
 from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import AssumeError, ClusterCache
+from app.client.errors import ApiError
 from app.framework.interfaces import NodeBatch
 from app.framework.runtime import Framework
 from app.framework.status import Code, Status
-from app.sources.base import BindError, Source
+from app.sources.base import Source
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +225,7 @@ class ExtenderService:
             return {"Error": f"{status.plugin}: {status.message}"}
         try:
             await self.source.bind(args.PodNamespace, args.PodName, args.PodUID, args.Node, pod=obj)
-        except BindError as exc:
+        except ApiError as exc:
             self.framework.run_unreserve(state, assumed, args.Node)
             self.cache.forget(assumed.uid)
             return {"Error": str(exc)}

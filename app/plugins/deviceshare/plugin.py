@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.cache.podinfo import PodInfo
+from app.client.errors import ApiError, NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
 from app.framework.status import SUCCESS, Status
@@ -56,7 +57,6 @@ from app.plugins.deviceshare.scoring import device_scores, node_scores, normaliz
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
 from app.server.wire import error_response
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -422,16 +422,16 @@ class DeviceShare:
 
     async def _write_logged(self, uid: str, namespace: str, name: str, value: str) -> None:
         """A retry of the annotation write in the background: failures are logged by _write only."""
-        with contextlib.suppress(WriteError):
+        with contextlib.suppress(ApiError):
             await self._write(uid, namespace, name, value)
 
     async def _write(self, uid: str, namespace: str, name: str, value: str) -> None:
         patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: value}}}
         try:
             await self.source.patch("Pod", name, patch, namespace=namespace)
-        except WriteError as exc:
-            if exc.status == 404:
-                return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
+        except NotFound:
+            return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
+        except ApiError as exc:
             log.warning("pod %s/%s: cannot write %s: %s", namespace, name, n.ANNOTATION_DEVICE_ALLOCATED, exc)
             raise
 

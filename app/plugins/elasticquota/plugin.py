@@ -30,6 +30,7 @@ from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
+from app.client.errors import ApiError
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import Handle
 from app.framework.status import SUCCESS, Status
@@ -42,7 +43,6 @@ from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
 from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
 from app.server.wire import error_response
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ class ElasticQuota(CacheListener):
                 try:
                     await source.evict(pod.namespace, pod.name, pod.uid, reason)
                     self._evicted.add(pod.uid)
-                except WriteError as exc:
+                except ApiError as exc:
                     record["error"] = str(exc)
                     log.warning("failed to revoke pod %s/%s of quota %s: %s", pod.namespace, pod.name, quota, exc)
                 self.evictions.append(record)

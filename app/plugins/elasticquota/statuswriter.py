@@ -25,10 +25,10 @@ from typing import Any
 import orjson
 
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
+from app.client.errors import ApiError
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
-from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ class StatusWriter:
             try:
                 await source.patch("ElasticQuota", name, patch, namespace=namespace)
                 sent += 1
-            except WriteError as exc:
+            except ApiError as exc:
                 log.warning("ElasticQuota %s: status patch failed: %s", name, exc)
         return sent
 
