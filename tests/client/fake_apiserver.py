@@ -33,6 +33,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import jsonpatch
+import jsonpointer
+
 _PATH = re.compile(
     r"^(?P<coll>/api/v1(?:/namespaces/[^/]+)?/[a-z]+|/apis/[^/]+/[^/]+(?:/namespaces/[^/]+)?/[a-z]+)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>[a-z]+))?)?$"
@@ -283,6 +286,17 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             self._send(200, obj)
 
         def _patch(self, coll: str, name: str, current: dict[str, Any], body: Any, headers: dict[str, str]) -> None:
+            if headers.get("content-type") == "application/json-patch+json":
+                try:
+                    obj = jsonpatch.apply_patch(current, body)
+                except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException) as exc:
+                    self._send(422, status(422, "Invalid", f"the server rejected our request due to an error: {exc}"))
+                    return
+                with fake.lock:
+                    obj["metadata"]["resourceVersion"] = fake.bump()
+                    fake.store[coll][name] = obj
+                self._send(200, obj)
+                return
             if headers.get("content-type") != "application/merge-patch+json":
                 ctype = headers.get("content-type")
                 self._send(
