@@ -42,7 +42,9 @@ class AsyncClient:
     non-2xx answer names (``NotFound``, ``Conflict``, ``AlreadyExists``, ``TooManyRequests``, ...),
     :class:`~app.client.errors.InvalidResponse` for a 2xx answer that is not a JSON object, and
     :class:`~app.client.errors.ConnectionFailed` when no answer came. Nothing is retried here (the
-    reflectors of :class:`app.sources.kubernetes.KubernetesSource` back off and retry).
+    reflectors of :class:`app.sources.kubernetes.KubernetesSource` back off and retry). Follows
+    client-go's ``rest.RESTClient``: one transport (connection pool) per configuration, the answer's
+    ``Status`` turned into apimachinery's typed error (``rest.Result.Error``).
 
     Args:
         configuration: where the server is and how to authenticate (:func:`app.client.config.load_configuration`).

@@ -37,7 +37,8 @@ class Client:
     objects as dicts. Every method raises the typed errors of :mod:`app.client.errors`: the class a
     non-2xx answer names (``NotFound``, ``Conflict``, ``AlreadyExists``, ``TooManyRequests``, ...),
     :class:`~app.client.errors.InvalidResponse` for a 2xx answer that is not a JSON object, and
-    :class:`~app.client.errors.ConnectionFailed` when no answer came. Nothing is retried here.
+    :class:`~app.client.errors.ConnectionFailed` when no answer came. Nothing is retried here. Follows
+    client-go's ``rest.RESTClient`` like :class:`app.client.aio.AsyncClient`.
 
     Args:
         configuration: where the server is and how to authenticate (:func:`app.client.config.load_configuration`).
