@@ -106,19 +106,16 @@ def agent(
         default_events = (nodemetric_dir / "agent-events.jsonl") if nodemetric_dir else None
         evictor = RecordingEvictor(node_name, events_file or default_events, dry_run)
     else:
-        import kubernetes.client
-
-        from app.sources.kubernetes import load_configuration
+        from app.client.sync import Client  # httpx and the kubernetes package: Kubernetes mode only
 
         try:
-            cfg = load_configuration(str(kubeconfig) if kubeconfig else None)
+            client = Client.from_config(str(kubeconfig) if kubeconfig else None)
         except Exception as exc:  # ConfigException, OSError
             fail(f"no --cluster and no usable Kubernetes configuration: {exc}")
             return
-        api = kubernetes.client.ApiClient(cfg)
-        states = APIServerStates(node_name, api, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
-        writer = APIMetricWriter(api)
-        evictor = APIEvictor(node_name, api, dry_run)
+        states = APIServerStates(node_name, client, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
+        writer = APIMetricWriter(client)
+        evictor = APIEvictor(node_name, client, dry_run)
     config = AgentConfig(
         node_name=node_name,
         interval=interval,

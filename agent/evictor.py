@@ -18,9 +18,10 @@ import orjson
 
 from agent.states.pods import PodMeta
 from app.api.timeparse import format_time
+from app.client.errors import ApiError, ConnectionFailed
 
 if TYPE_CHECKING:
-    import kubernetes.client
+    from app.client.sync import Client
 
 log = logging.getLogger("agent.evictor")
 
@@ -82,41 +83,32 @@ class RecordingEvictor(Evictor):
 
 
 class APIEvictor(Evictor):
-    """Kubernetes mode: POST a policy/v1 Eviction with a uid precondition, then an Event."""
+    """Kubernetes mode: POST a policy/v1 Eviction with a uid precondition (:func:`app.client.bodies.eviction`,
+    the body the service's evictions send too), then an Event.
 
-    def __init__(self, node_name: str, api: kubernetes.client.ApiClient, dry_run: bool = False) -> None:
+    Args:
+        node_name: this node (the Event's ``source.host``).
+        client: the agent's API client (:class:`app.client.sync.Client`).
+        dry_run: only log.
+    """
+
+    def __init__(self, node_name: str, client: Client, dry_run: bool = False) -> None:
         super().__init__(node_name, dry_run)
-        self.api = api
-
-    def _post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
-        from app.sources.kubernetes import _close, _request
-
-        resp = _request(self.api, "POST", path, body=body, timeout=(5.0, 30.0))
-        try:
-            return int(resp.status), resp.data
-        finally:
-            _close(resp)
+        self.client = client
 
     def _evict(self, pod: PodMeta, reason: str) -> bool:
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
-            "deleteOptions": {"preconditions": {"uid": pod.uid}} if pod.uid else {},
-        }
+        """False when the eviction was refused (429 from a PodDisruptionBudget, 404, ...) or got no answer."""
         try:
-            status, data = self._post(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/eviction", body)
-        except Exception as exc:  # urllib3/OS errors
+            self.client.evict(pod.namespace, pod.name, pod.uid)
+        except ConnectionFailed as exc:
             log.warning("evicting pod %s failed: %s", pod.key, exc)
             return False
-        if not 200 <= status < 300:
-            from app.sources.kubernetes import _status_message
-
-            log.warning("evicting pod %s refused: HTTP %d %s", pod.key, status, _status_message(status, data))
+        except ApiError as exc:
+            log.warning("evicting pod %s refused: HTTP %d %s", pod.key, exc.status, exc)
             return False
         log.warning("evicted pod %s: %s", pod.key, reason)
         try:
-            self._post(f"/api/v1/namespaces/{pod.namespace}/events", self.event(pod, reason))
-        except Exception as exc:  # an Event is best effort
+            self.client.create(f"/api/v1/namespaces/{pod.namespace}/events", self.event(pod, reason))
+        except ApiError as exc:  # an Event is best effort
             log.info("event for pod %s not recorded: %s", pod.key, orjson.dumps(str(exc)).decode())
         return True

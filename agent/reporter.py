@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import yaml
 from pydantic import ValidationError
 
@@ -31,9 +30,10 @@ from app.api.kinds import KINDS
 from app.api.quantity import format_resource_list
 from app.api.slo import NodeMetric
 from app.api.timeparse import format_time
+from app.client.errors import ApiError, Conflict, NotFound
 
 if TYPE_CHECKING:
-    import kubernetes.client
+    from app.client.sync import Client
 
 log = logging.getLogger("agent.reporter")
 
@@ -239,51 +239,44 @@ class FileMetricWriter(MetricWriter):
 
 class APIMetricWriter(MetricWriter):
     """Kubernetes mode: GET the NodeMetric (create it when missing), then PUT ``/status`` with its
-    resourceVersion; a 409 conflict is retried once (``RetryOnConflict``)."""
+    resourceVersion; a conflict is retried once (client-go's ``RetryOnConflict``, as koordlet's
+    ``states_nodemetric.go`` updates the status).
 
-    def __init__(self, api: kubernetes.client.ApiClient) -> None:
-        self.api = api
+    Args:
+        client: the agent's API client (:class:`app.client.sync.Client`).
+    """
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
-        from app.sources.kubernetes import _close, _request, _status_message
-
-        try:
-            resp = _request(self.api, method, path, body=body, timeout=(5.0, 30.0))
-        except Exception as exc:  # urllib3/OS errors
-            raise ReportError(f"{method} {path}: {exc}") from None
-        try:
-            status, data = int(resp.status), resp.data
-        finally:
-            _close(resp)
-        if status != 404 and status != 409 and not 200 <= status < 300:
-            raise ReportError(f"{method} {path}: HTTP {status}: {_status_message(status, data)}")
-        return status, (orjson.loads(data) if data and 200 <= status < 300 else None)
+    def __init__(self, client: Client) -> None:
+        self.client = client
 
     def write(self, node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> None:
-        """Update the status subresource (creating the NodeMetric first if needed)."""
+        """Update the status subresource (creating the NodeMetric first if needed).
+
+        Raises:
+            ReportError: the object does not validate, the API refused a call (the message carries the
+                Status message), no answer came, or the conflict persisted.
+        """
         node_metric_object(node_name, spec, status)
         collection = KINDS["NodeMetric"].collection_path(None)
         path = f"{collection}/{node_name}"
         for _attempt in range(2):
-            code, current = self._call("GET", path)
-            if code == 404:
-                body = {
-                    "apiVersion": KINDS["NodeMetric"].api_version,
-                    "kind": "NodeMetric",
-                    "metadata": {"name": node_name},
-                    "spec": spec,
-                }
-                code, current = self._call("POST", collection, body)
-                if code == 409:
-                    continue
-            if not isinstance(current, dict):
-                raise ReportError(f"GET {path}: no object")
-            updated = {**current, "status": status}
-            code, _ = self._call("PUT", f"{path}/status", updated)
-            if code == 409:
+            try:
+                try:
+                    current = self.client.get(path)
+                except NotFound:
+                    body = {
+                        "apiVersion": KINDS["NodeMetric"].api_version,
+                        "kind": "NodeMetric",
+                        "metadata": {"name": node_name},
+                        "spec": spec,
+                    }
+                    current = self.client.create(collection, body)
+                self.client.put(f"{path}/status", {**current, "status": status})
+            except Conflict:  # AlreadyExists from a racing create, or a stale resourceVersion
                 continue
-            if code == 404:
-                raise ReportError(f"PUT {path}/status: not found")
+            except ApiError as exc:
+                code = f"HTTP {exc.status}: " if exc.status else ""  # ConnectionFailed has none
+                raise ReportError(f"NodeMetric {node_name}: {code}{exc}") from None
             return
         raise ReportError(f"NodeMetric {node_name}: conflict persisted")
 

@@ -15,13 +15,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from app.api.kinds import KINDS
+from app.client.errors import ApiError, NotFound
 from app.sources.files import SourceError, files_under, load_objects
 
 if TYPE_CHECKING:
-    import kubernetes.client
+    from app.client.sync import Client
 
 log = logging.getLogger("agent.states")
 
@@ -103,27 +102,19 @@ class FileStates(StatesProvider):
         return True
 
 
-def _get_json(api: kubernetes.client.ApiClient, path: str, query: list[tuple[str, str]] | None = None) -> Any:
-    """GET ``path``; None on 404; the parsed body on 2xx.
+def _get_json(client: Client, path: str, params: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """GET ``path``: the object, or None when it does not exist (404).
 
     Raises:
-        StatesError: any other answer or no answer.
+        StatesError: any other refusal, or no answer.
     """
-    from app.sources.kubernetes import _close, _request, _status_message
-
     try:
-        resp = _request(api, "GET", path, query=query, timeout=(5.0, 30.0))
-    except Exception as exc:  # urllib3/OS errors, ApiException
-        raise StatesError(f"GET {path}: {exc}") from None
-    try:
-        status, data = int(resp.status), resp.data
-    finally:
-        _close(resp)
-    if status == 404:
+        return client.get(path, params)
+    except NotFound:
         return None
-    if not 200 <= status < 300:
-        raise StatesError(f"GET {path}: HTTP {status}: {_status_message(status, data)}")
-    return orjson.loads(data) if data else None
+    except ApiError as exc:
+        code = f"HTTP {exc.status}: " if exc.status else ""  # ConnectionFailed has none
+        raise StatesError(f"GET {path}: {code}{exc}") from None
 
 
 def _fill_kind(items: list[Any], kind: str, api_version: str) -> list[dict[str, Any]]:
@@ -135,7 +126,7 @@ class APIServerStates(StatesProvider):
     when ``kubelet_url`` is given; Node, NodeSLO and NodeMetric from the API server by name.
 
     Args:
-        api: an API client (``load_configuration`` of :mod:`app.sources.kubernetes`).
+        client: the agent's API client (:class:`app.client.sync.Client`).
         kubelet_url: e.g. ``https://127.0.0.1:10250``; the request carries the service-account token
             (``kubelet_token``) and verifies with ``kubelet_ca`` unless ``kubelet_insecure``.
     """
@@ -143,7 +134,7 @@ class APIServerStates(StatesProvider):
     def __init__(
         self,
         node_name: str,
-        api: kubernetes.client.ApiClient,
+        client: Client,
         *,
         kubelet_url: str | None = None,
         kubelet_token: Path | None = SERVICE_ACCOUNT_TOKEN,
@@ -151,7 +142,7 @@ class APIServerStates(StatesProvider):
         kubelet_insecure: bool = False,
     ) -> None:
         super().__init__(node_name)
-        self.api = api
+        self.client = client
         self.kubelet_url = kubelet_url.rstrip("/") if kubelet_url else None
         self.kubelet_token = kubelet_token
         self.kubelet_ca = kubelet_ca
@@ -160,7 +151,7 @@ class APIServerStates(StatesProvider):
     @property
     def description(self) -> str:
         """``apiserver:<host>`` (+ ``kubelet:<url>``)."""
-        host = self.api.configuration.host
+        host = self.client.host
         return f"apiserver:{host}" + (f" kubelet:{self.kubelet_url}" if self.kubelet_url else "")
 
     def _kubelet_pods(self) -> list[dict[str, Any]]:
@@ -189,11 +180,12 @@ class APIServerStates(StatesProvider):
         if self.kubelet_url:
             pods = self._kubelet_pods()
         else:
-            body = _get_json(self.api, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={self.node_name}")])
-            pods = _fill_kind((body or {}).get("items") or [], "Pod", "v1")
+            body = _get_json(self.client, "/api/v1/pods", {"fieldSelector": f"spec.nodeName={self.node_name}"})
+            items = (body or {}).get("items")
+            pods = _fill_kind(items if isinstance(items, list) else [], "Pod", "v1")
         self.pods = [p for p in pods if (p.get("spec") or {}).get("nodeName") in (None, "", self.node_name)]
-        self.node = _get_json(self.api, f"/api/v1/nodes/{self.node_name}")
+        self.node = _get_json(self.client, f"/api/v1/nodes/{self.node_name}")
         slo, metric = KINDS["NodeSLO"], KINDS["NodeMetric"]
-        self.node_slo = _get_json(self.api, f"{slo.collection_path(None)}/{self.node_name}")
-        self.node_metric = _get_json(self.api, f"{metric.collection_path(None)}/{self.node_name}")
+        self.node_slo = _get_json(self.client, f"{slo.collection_path(None)}/{self.node_name}")
+        self.node_metric = _get_json(self.client, f"{metric.collection_path(None)}/{self.node_name}")
         return before != (self.pods, self.node, self.node_slo, self.node_metric)

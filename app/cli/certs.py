@@ -16,13 +16,16 @@ import datetime as dt
 import ipaddress
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+if TYPE_CHECKING:
+    from app.client.sync import Client
 
 #: Upstream's webhook configuration names (``config/webhook/manifests.yaml`` of koord-manager).
 MUTATING_CONFIGURATION = "koord-mutating-webhook-configuration"
@@ -152,42 +155,43 @@ def write_certs(out: Path, service: str, namespace: str, ips: list[str], days: i
     return ca_pem
 
 
-def patch_ca_bundles(api_client: Any, ca_pem: bytes, mutating: str, validating: str) -> list[str]:
-    """Set ``clientConfig.caBundle`` of every webhook of both configurations (JSON patch); return what was patched.
+#: The admissionregistration.k8s.io/v1 collections of the two webhook configuration kinds.
+_WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1"
+
+
+def patch_ca_bundles(client: Client, ca_pem: bytes, mutating: str, validating: str) -> list[str]:
+    """Set ``clientConfig.caBundle`` of every webhook of both configurations (one JSON patch each); return
+    what was patched.
+
+    Args:
+        client: an API client (:class:`app.client.sync.Client`).
+        ca_pem: the CA certificate, PEM.
+        mutating, validating: names of the Mutating/ValidatingWebhookConfiguration.
 
     Raises:
-        CertError: a configuration is missing or the API refused the patch.
+        CertError: a configuration is missing, the API refused the patch, or no answer came.
     """
-    from kubernetes.client import AdmissionregistrationV1Api
-    from kubernetes.client.rest import ApiException
+    from app.client.errors import ApiError
+    from app.client.wire import JSON_PATCH
 
-    api = AdmissionregistrationV1Api(api_client)
     bundle = base64.b64encode(ca_pem).decode()
     done = []
-    for kind, name, read, patch in (
-        (
-            "MutatingWebhookConfiguration",
-            mutating,
-            api.read_mutating_webhook_configuration,
-            api.patch_mutating_webhook_configuration,
-        ),
-        (
-            "ValidatingWebhookConfiguration",
-            validating,
-            api.read_validating_webhook_configuration,
-            api.patch_validating_webhook_configuration,
-        ),
+    for kind, name, plural in (
+        ("MutatingWebhookConfiguration", mutating, "mutatingwebhookconfigurations"),
+        ("ValidatingWebhookConfiguration", validating, "validatingwebhookconfigurations"),
     ):
+        path = f"{_WEBHOOK_CONFIGURATIONS}/{plural}/{name}"
         try:
-            current = read(name)
+            webhooks = client.get(path).get("webhooks")
+            count = len(webhooks) if isinstance(webhooks, list) else 0
             ops = [
-                {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle}
-                for i in range(len(current.webhooks or []))
+                {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle} for i in range(count)
             ]
             if ops:
-                patch(name, ops)
-        except ApiException as exc:
-            raise CertError(f"{kind} {name}: HTTP {exc.status}: {exc.reason}") from None
+                client.request("PATCH", path, body=ops, content_type=JSON_PATCH)
+        except ApiError as exc:
+            code = f"HTTP {exc.status}: " if exc.status else ""  # ConnectionFailed has none
+            raise CertError(f"{kind} {name}: {code}{exc}") from None
         done.append(f"{kind}/{name} ({len(ops)} webhooks)")
     return done
 
@@ -226,13 +230,10 @@ def certs(
         ca_pem = write_certs(out_dir, service, namespace, ips, days)
         typer.echo(f"wrote {out_dir}/tls.crt and tls.key for {', '.join(dns_names(service, namespace)[:3])}, ...")
         if patch_webhooks:
-            import kubernetes.client
+            from app.client.sync import Client
 
-            from app.sources.kubernetes import load_configuration
-
-            cfg = load_configuration(str(kubeconfig) if kubeconfig else None)
-            with kubernetes.client.ApiClient(cfg) as api_client:
-                for line in patch_ca_bundles(api_client, ca_pem, mutating_configuration, validating_configuration):
+            with Client.from_config(str(kubeconfig) if kubeconfig else None) as client:
+                for line in patch_ca_bundles(client, ca_pem, mutating_configuration, validating_configuration):
                     typer.echo(f"patched caBundle of {line}")
     except CertError as exc:
         typer.echo(f"error: {exc}", err=True)

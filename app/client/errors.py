@@ -28,6 +28,7 @@ __all__ = [
     "Gone",
     "InternalError",
     "Invalid",
+    "InvalidResponse",
     "MethodNotAllowed",
     "NotFound",
     "ServerTimeout",
@@ -36,6 +37,7 @@ __all__ = [
     "TooManyRequests",
     "Unauthorized",
     "error_from_response",
+    "error_from_status",
     "status_message",
 ]
 
@@ -66,6 +68,15 @@ class ApiError(Exception):
 
 class ConnectionFailed(ApiError):
     """No answer: connection refused or reset, DNS or TLS failure, or a timeout (status 0)."""
+
+
+class InvalidResponse(ApiError):
+    """A 2xx answer, list or watch line whose body is not the JSON object the call expects.
+
+    client-go reports these as decoding errors (and a watch decoder error as an ``InternalError`` event);
+    here they stay in the tree so one ``except ApiError`` covers every failed call. ``status`` is the HTTP
+    status of the answer that could not be decoded.
+    """
 
 
 class BadRequest(ApiError):
@@ -239,3 +250,13 @@ def error_from_response(
     if cls is None or (cls.code and cls.code != status and status):
         cls = _BY_CODE.get(status, ApiError)
     return cls(status_message(status, body), status, reason, retry)
+
+
+def error_from_status(status: dict[str, Any]) -> ApiError:
+    """The typed error for a ``Status`` object carried in a body or in a watch ``ERROR`` event.
+
+    Its ``code`` is the HTTP status (0 when absent), its ``reason`` picks the class as in
+    :func:`error_from_response` (k8s.io/apimachinery ``errors.FromObject``). Never raises.
+    """
+    code = status.get("code")
+    return error_from_response(code if isinstance(code, int) else 0, status)

@@ -130,9 +130,12 @@ async def _run(
     try:
         if leader_elect:
             assert isinstance(source, KubernetesSource)
+            from kubernetes.client import ApiClient  # the leaderelection library speaks through its own client
+
+            api_client = ApiClient(source.client.configuration)
             threading.Thread(
                 target=_elect,
-                args=(source._api, lease_name, lease_namespace, identity, durations, started, stopped),
+                args=(api_client, lease_name, lease_namespace, identity, durations, started, stopped),
                 name="leader-election",
                 daemon=True,
             ).start()

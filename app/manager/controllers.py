@@ -28,6 +28,7 @@ Nothing runs until the source is ready (an empty cache would reset every node).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 from app.cache.snapshot import ClusterCache
+from app.client.errors import ApiError, NotFound
 from app.manager.batch import BatchResult, calculate_batch, is_resource_diff
 from app.manager.colocation import (
     COLOCATION_CONFIG_KEY,
@@ -52,7 +54,7 @@ from app.manager.colocation import (
 )
 from app.manager.inputs import metric_input, node_input, pod_inputs
 from app.manager.sloconfig import SLOConfig, node_slo_spec, parse_slo_config
-from app.sources.base import Source, WriteError
+from app.sources.base import Source
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +192,7 @@ class SLOControllers:
         """Create or update the node's NodeSLO when its spec changed; True if written.
 
         Raises:
-            WriteError: the source refused the write.
+            ApiError: the source refused the write.
         """
         desired = self.desired_nodeslo(node)
         current = self.cache.objects.get("NodeSLO", {}).get(node.name)
@@ -207,7 +209,7 @@ class SLOControllers:
         garbage-collects owned objects. A 404 (already deleted) counts as done.
 
         Raises:
-            WriteError: the source refused the delete (other than 404).
+            ApiError: the source refused the delete (other than NotFound).
         """
         current = self.cache.objects.get("NodeSLO", {}).get(name)
         if current is None:
@@ -216,11 +218,8 @@ class SLOControllers:
         owned = any(isinstance(o, dict) and o.get("kind") == "Node" for o in owners)
         if owned and self.source.owner_gc:
             return False
-        try:
+        with contextlib.suppress(NotFound):  # already deleted: done
             await self.source.delete("NodeSLO", name)
-        except WriteError as exc:
-            if exc.status != 404:
-                raise
         log.info("node %s is gone: deleted its NodeSLO", name)
         self.writes.labels("NodeSLODelete", "ok").inc()
         return True
@@ -274,7 +273,7 @@ class SLOControllers:
         """Patch the node's batch resources when needed; True if written.
 
         Raises:
-            WriteError: the source refused the patch.
+            ApiError: the source refused the patch.
         """
         if not self.colocation_available:
             return False
@@ -303,7 +302,7 @@ class SLOControllers:
                 self.last_synced.pop(name, None)
                 try:
                     await self.delete_orphan_nodeslo(name)
-                except WriteError as exc:
+                except ApiError as exc:
                     log.warning("deleting NodeSLO of gone node %s failed: %s", name, exc)
                     self.writes.labels("NodeSLODelete", "error").inc()
                     self.dirty.add(name)
@@ -311,7 +310,7 @@ class SLOControllers:
             for sync, what in ((self.sync_nodeslo, "NodeSLO"), (self.sync_node_resources, "NodeStatus")):
                 try:
                     await sync(node)
-                except WriteError as exc:
+                except ApiError as exc:
                     log.warning("writing %s of node %s failed: %s", what, name, exc)
                     self.writes.labels(what, "error").inc()
                     self.dirty.add(name)

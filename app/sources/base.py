@@ -4,6 +4,9 @@ A source lists and watches the kinds the scheduler needs and writes them into an
 :class:`~app.sources.events.EventSink` (the snapshot cache). It also performs the writes the
 extender needs (binding a pod). Two implementations exist: :class:`app.sources.files.FileSource`
 (YAML files, the embedded default) and :class:`app.sources.kubernetes.KubernetesSource`.
+
+Both raise the typed errors of :mod:`app.client.errors` (``NotFound``, ``Conflict``,
+``TooManyRequests``, ...), so callers catch the same classes in embedded and Kubernetes mode.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from app.api.kinds import KINDS, KindInfo
-from app.client.errors import ApiError
+from app.client.errors import BadRequest, MethodNotAllowed, NotFound
 from app.sources.events import EventSink
 
 #: Kinds the scheduler service lists and watches, in the order they are loaded.
@@ -35,31 +38,16 @@ WATCHED_KINDS: tuple[str, ...] = (
 WATCH_NAMESPACES: dict[str, str] = {"ConfigMap": "koordinator-system"}
 
 
-class BindError(ApiError):
-    """Binding a pod failed; the message says why (returned in ExtenderBindingResult.Error)."""
-
-
-class WriteError(ApiError):
-    """A write (patch, create/update, eviction) was refused or failed; the message says why.
-
-    Attributes:
-        status: the API server's HTTP status (404 not found, 409 conflict, 429 an eviction
-            blocked by a PodDisruptionBudget, ...), or 0 when no answer came.
-    """
-
-    def __init__(self, message: str, status: int = 0) -> None:
-        super().__init__(message, status)
-
-
 def write_kind(kind: str) -> KindInfo:
     """API coordinates of ``kind`` for a write.
 
     Raises:
-        WriteError: ``kind`` is not in :data:`app.api.kinds.KINDS` (status 404).
+        NotFound: ``kind`` is not in :data:`app.api.kinds.KINDS` (as the API server answers a resource it does
+            not serve).
     """
     info = KINDS.get(kind)
     if info is None:
-        raise WriteError(f"unknown kind {kind}", 404)
+        raise NotFound(f"unknown kind {kind}")
     return info
 
 
@@ -67,13 +55,13 @@ def object_to_store(obj: dict[str, Any]) -> tuple[KindInfo, dict[str, Any]]:
     """(kind info, metadata) of an object given to ``create_or_update``.
 
     Raises:
-        WriteError: unknown kind or no ``metadata.name`` (status 400).
+        BadRequest: unknown kind or no ``metadata.name``.
     """
     kind = str(obj.get("kind") or "")
     info = KINDS.get(kind)
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None
     if info is None or meta is None or not meta.get("name"):
-        raise WriteError(f"cannot store object of kind {kind!r} without metadata.name", 400)
+        raise BadRequest(f"cannot store object of kind {kind!r} without metadata.name")
     return info, meta
 
 
@@ -117,7 +105,10 @@ class Source(ABC):
         """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object if known.
 
         Raises:
-            BindError: the binding was refused or could not be written.
+            NotFound: the pod (or, embedded, the node) does not exist.
+            Conflict: the pod is bound to another node already, or was recreated (uid mismatch).
+            ConnectionFailed: the API server did not answer.
+            ApiError: any other refusal; ``str(exc)`` is the message for ExtenderBindingResult.Error.
         """
 
     async def patch(
@@ -135,18 +126,23 @@ class Source(ABC):
         status); otherwise the main resource (e.g. a pod's annotations).
 
         Raises:
-            WriteError: the object does not exist (status 404) or the write failed.
+            NotFound: unknown kind or object.
+            MethodNotAllowed: this source does not write.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
         """
-        raise WriteError(f"{self.description} does not support writes", 405)
+        raise MethodNotAllowed(f"{self.description} does not support writes")
 
     async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create ``obj`` (kind, metadata.name, [namespace] from the object), or replace the
         existing one's ``metadata.labels``/``annotations`` and ``spec``; return the stored object.
 
         Raises:
-            WriteError: unknown kind, or the write failed.
+            BadRequest: unknown kind or no ``metadata.name``.
+            MethodNotAllowed: this source does not write.
+            Conflict: the object changed while it was being replaced.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
         """
-        raise WriteError(f"{self.description} does not support writes", 405)
+        raise MethodNotAllowed(f"{self.description} does not support writes")
 
     async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         """Delete object ``name`` of ``kind`` (in ``namespace`` for namespaced kinds, "default" when None).
@@ -156,9 +152,11 @@ class Source(ABC):
         garbage collection, which the embedded mode does not have).
 
         Raises:
-            WriteError: unknown kind or object (status 404), or the delete failed.
+            NotFound: unknown kind or object.
+            MethodNotAllowed: this source does not write.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
         """
-        raise WriteError(f"{self.description} does not support writes", 405)
+        raise MethodNotAllowed(f"{self.description} does not support writes")
 
     async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
         """Evict a pod through the Eviction API (policy/v1), with a uid precondition.
@@ -166,9 +164,12 @@ class Source(ABC):
         Embedded sources record the eviction (log, :attr:`evictions`) and kill nothing.
 
         Raises:
-            WriteError: refused (429 when a PodDisruptionBudget blocks it, 404 when gone) or failed.
+            TooManyRequests: a PodDisruptionBudget blocks it.
+            NotFound: the pod is gone.
+            MethodNotAllowed: this source does not evict.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
         """
-        raise WriteError(f"{self.description} does not support evictions", 405)
+        raise MethodNotAllowed(f"{self.description} does not support evictions")
 
     def watch_restarts(self) -> int:
         """Number of watch streams restarted (relist or reconnect) since start; 0 for sources without watches."""

@@ -19,6 +19,9 @@ Embedded-mode conventions:
   as that file's version of the object is unchanged (compared as canonical JSON): editing the
   object in its file brings it back, removing it from the files forgets the deletion. The files
   themselves are never written.
+- Refusals raise the classes the API server's answers map to (:mod:`app.client.errors`): ``NotFound``
+  for an unknown object or kind, ``Conflict`` for a pod bound to another node, ``BadRequest`` for an
+  object without a name.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ import yaml
 
 from app.api.kinds import object_key
 from app.api.timeparse import format_time
-from app.sources.base import WATCHED_KINDS, BindError, Source, WriteError, object_to_store, updated_object, write_kind
+from app.client.errors import Conflict, NotFound
+from app.sources.base import WATCHED_KINDS, Source, object_to_store, updated_object, write_kind
 from app.sources.events import Event, EventSink, EventType
 from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
 
@@ -288,17 +292,17 @@ class FileSource(Source):
         ``pod`` (the object from the extender request) is adopted when no file holds the pod.
 
         Raises:
-            BindError: the node is unknown, the pod is unknown and no object was given, or the
-                pod is already bound to another node.
+            NotFound: the node is unknown, or the pod is unknown and no object was given.
+            Conflict: the pod is already bound to another node.
         """
         key = f"{namespace or 'default'}/{name}"
         if node not in self._objects.get("Node", {}):
-            raise BindError(f'nodes "{node}" not found')
+            raise NotFound(f'nodes "{node}" not found')
         pods = self._objects.setdefault("Pod", {})
         current = pods.get(key)
         if current is None:
             if pod is None:
-                raise BindError(f'pods "{name}" not found')
+                raise NotFound(f'pods "{name}" not found')
             current = copy.deepcopy(pod)
             current.setdefault("metadata", {}).setdefault("namespace", namespace or "default")
             current.setdefault("kind", "Pod")
@@ -306,7 +310,7 @@ class FileSource(Source):
             self._adopted[key] = current
         bound_to = (current.get("spec") or {}).get("nodeName")
         if bound_to and bound_to != node:
-            raise BindError(f'pod {name} is already assigned to node "{bound_to}"')
+            raise Conflict(f'pod {name} is already assigned to node "{bound_to}"')
         self._bindings[key] = node
         bound = _bound(current, node, format_time(time.time()))
         pods[key] = bound
@@ -340,13 +344,13 @@ class FileSource(Source):
         """Merge-patch the in-memory object; the patch survives file reloads.
 
         Raises:
-            WriteError: unknown kind or object (status 404).
+            NotFound: unknown kind or object.
         """
         info = write_kind(kind)
         key = f"{namespace or 'default'}/{name}" if info.namespaced else name
         current = self._objects.get(kind, {}).get(key)
         if current is None:
-            raise WriteError(f'{info.plural} "{name}" not found', 404)
+            raise NotFound(f'{info.plural} "{name}" not found')
         kind_patches = self._patches.setdefault(kind, {})
         kind_patches[key] = compose_merge_patches(kind_patches.get(key, {}), patch)
         if key in self._created.get(kind, {}):
@@ -359,7 +363,7 @@ class FileSource(Source):
         """Create or replace (labels, annotations, spec) an in-memory object; it survives reloads.
 
         Raises:
-            WriteError: unknown kind or no ``metadata.name``.
+            BadRequest: unknown kind or no ``metadata.name``.
         """
         info, _ = object_to_store(obj)
         kind = info.kind
@@ -386,13 +390,13 @@ class FileSource(Source):
         module docstring for how long the deletion of an object held by a file lasts.
 
         Raises:
-            WriteError: unknown kind or object (status 404).
+            NotFound: unknown kind or object.
         """
         info = write_kind(kind)
         key = f"{namespace or 'default'}/{name}" if info.namespaced else name
         current = self._objects.get(kind, {}).pop(key, None)
         if current is None:
-            raise WriteError(f'{info.plural} "{name}" not found', 404)
+            raise NotFound(f'{info.plural} "{name}" not found')
         raw = self._raw.get(kind, {}).get(key)
         self._deleted.setdefault(kind, {})[key] = _fingerprint(raw) if raw is not None else None
         self._created.get(kind, {}).pop(key, None)
@@ -410,11 +414,11 @@ class FileSource(Source):
         """Record the eviction (log and :attr:`evictions`); the pod stays and nothing is killed.
 
         Raises:
-            WriteError: no such pod (status 404).
+            NotFound: no such pod.
         """
         key = f"{namespace or 'default'}/{name}"
         if key not in self._objects.get("Pod", {}):
-            raise WriteError(f'pods "{name}" not found', 404)
+            raise NotFound(f'pods "{name}" not found')
         record = {"namespace": namespace, "name": name, "uid": uid, "reason": reason, "time": format_time(time.time())}
         self.evictions.append(record)
         log.warning("eviction of pod %s recorded, not executed (embedded mode): %s", key, reason)

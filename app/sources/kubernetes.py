@@ -18,11 +18,10 @@ A kind whose LIST answers 404 (its CRD is not installed) or 403 (RBAC does not a
 delivered as an empty list, so it does not block readiness, and is listed again every
 ``missing_kind_retry_seconds`` in the background.
 
-The ``kubernetes`` client is synchronous, so every reflector runs in its own daemon thread and
-hands each ``replace``/``apply`` to the event loop captured in :meth:`KubernetesSource.start`
-with ``loop.call_soon_threadsafe``: the sink is only ever touched on the loop thread. Bodies and
-watch lines are parsed with :mod:`orjson`; objects stay JSON-shaped dicts (the client's model
-deserialisation is not used).
+Every request goes through one :class:`app.client.aio.AsyncClient` (one connection pool). The
+reflectors are asyncio tasks on the loop that called :meth:`KubernetesSource.start`, so the sink
+is only ever touched on that loop; writes and binds are awaited on it directly. Objects stay
+JSON-shaped dicts.
 """
 
 from __future__ import annotations
@@ -30,41 +29,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import kubernetes.client
-import kubernetes.config
-import orjson
-from kubernetes.config.config_exception import ConfigException
-
 from app.api.kinds import KINDS, KindInfo
-from app.sources.base import (
-    WATCH_NAMESPACES,
-    WATCHED_KINDS,
-    BindError,
-    Source,
-    WriteError,
-    object_to_store,
-    updated_object,
-    write_kind,
-)
+from app.client.aio import AsyncClient
+from app.client.config import load_configuration
+from app.client.errors import Conflict, Forbidden, Gone, NotFound, error_from_status
+from app.client.watch import WatchEvent
+from app.sources.base import WATCH_NAMESPACES, WATCHED_KINDS, Source, object_to_store, updated_object, write_kind
 from app.sources.events import Event, EventSink, EventType
 
-__all__ = ["KubernetesSource", "load_configuration", "probe"]
+__all__ = ["KubernetesSource", "probe"]
 
 log = logging.getLogger("app.sources.kubernetes")
 
-#: Connect timeout (seconds) for every request.
-CONNECT_TIMEOUT = 5.0
-#: Read timeout (seconds) for LIST pages and the bind POST.
-REQUEST_TIMEOUT = 60.0
-#: Extra read timeout (seconds) granted to a watch beyond its server-side ``timeoutSeconds``.
-WATCH_READ_SLACK = 30.0
 #: A watch that ends without a single line sooner than this (seconds) counts as suspiciously
 #: short; the reflector waits ``backoff_initial`` before re-opening it (avoids a hot loop).
 SHORT_WATCH_SECONDS = 1.0
@@ -72,119 +53,19 @@ SHORT_WATCH_SECONDS = 1.0
 #: A watch stream that stayed open this long (seconds) resets the reflector's backoff.
 HEALTHY_WATCH_SECONDS = 10.0
 
-_AUTH = ["BearerToken"]
+#: Connections of the pool beyond one per watched kind: LIST pages, binds and other writes.
+WRITE_CONNECTIONS = 8
 
 
-class _Expired(Exception):
-    """The resourceVersion is too old (HTTP 410 Gone); the reflector must relist."""
-
-
-class _Missing(Exception):
-    """The collection answered 404 or 403; ``status`` is the HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class _HTTPStatusError(Exception):
-    """A non-2xx answer that is neither 410, 404 nor 403 (5xx, 401, 400, ...)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
-
-
-def load_configuration(kubeconfig: str | None = None, *, in_cluster: bool = False) -> kubernetes.client.Configuration:
-    """Build a client configuration the way ``kubectl`` would.
-
-    Args:
-        kubeconfig: path of a kubeconfig file. ``None`` means the default location
-            (``$KUBECONFIG`` or ``~/.kube/config``), falling back to the in-cluster service
-            account when that cannot be loaded and ``KUBERNETES_SERVICE_HOST`` is set.
-        in_cluster: use the pod's service account (token and CA under
-            ``/var/run/secrets/kubernetes.io/serviceaccount``) and ignore ``kubeconfig``.
-
-    Returns:
-        A fresh :class:`kubernetes.client.Configuration` (the global default is not touched).
-
-    Raises:
-        kubernetes.config.ConfigException: no usable configuration was found.
-        OSError: the kubeconfig file could not be read.
-    """
-    cfg = kubernetes.client.Configuration()
-    if in_cluster:
-        kubernetes.config.load_incluster_config(client_configuration=cfg)
-        return cfg
-    if kubeconfig is not None:
-        kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=cfg, persist_config=False)
-        return cfg
-    try:
-        kubernetes.config.load_kube_config(client_configuration=cfg, persist_config=False)
-    except (ConfigException, OSError):
-        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            raise
-        cfg = kubernetes.client.Configuration()
-        kubernetes.config.load_incluster_config(client_configuration=cfg)
-    return cfg
-
-
-def _request(
-    api: kubernetes.client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    query: list[tuple[str, str]] | None = None,
-    path_params: dict[str, str] | None = None,
-    body: dict[str, Any] | None = None,
-    timeout: float | tuple[float, float] = (CONNECT_TIMEOUT, REQUEST_TIMEOUT),
-    content_type: str = "application/json",
-) -> Any:
-    """Send one request through ``api`` (bearer-token auth) and return the raw urllib3 response.
-
-    The response is not preloaded: the caller reads (``.data``) or streams it and must close it.
-    Non-2xx answers are returned, not raised. Connection errors propagate as urllib3 / OS
-    exceptions or :class:`ApiException` (status 0, e.g. TLS errors).
-    """
-    headers = {"Accept": "application/json"}
-    if body is not None:
-        headers["Content-Type"] = content_type
-    m, url, hdrs, ser_body, post = api.param_serialize(
-        method,
-        path,
-        path_params=path_params,
-        query_params=query or [],
-        header_params=headers,
-        body=body,
-        auth_settings=_AUTH,
-    )
-    rest = api.call_api(m, url, header_params=hdrs, body=ser_body, post_params=post, _request_timeout=timeout)
-    return rest.response
-
-
-def _status_message(status: int, data: bytes) -> str:
-    """The ``message`` of a ``Status`` body, or a short rendering of whatever came back."""
-    try:
-        parsed = orjson.loads(data) if data else None
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and parsed.get("message"):
-        return str(parsed["message"])
-    text = data[:200].decode("utf-8", "replace").strip() if data else ""
-    return text or f"HTTP {status}"
-
-
-def _close(resp: Any) -> None:
-    """Close a urllib3 response, never raising."""
-    with contextlib.suppress(Exception):
-        resp.close()
+class _WatchError(Exception):
+    """A watch ``ERROR`` event other than 410: back off and watch again from the last resourceVersion."""
 
 
 async def probe(kubeconfig: str | None = None, *, in_cluster: bool = False, timeout: float = 2.0) -> bool:
     """Whether a Kubernetes API server is configured and answers ``GET /version`` in time.
 
     Used by the CLI to fall back to the embedded (file) source when no cluster is reachable.
-    The configuration is resolved like :func:`load_configuration`.
+    The configuration is resolved like :func:`app.client.config.load_configuration`.
 
     Args:
         kubeconfig: kubeconfig path, or ``None`` for the default location / in-cluster.
@@ -195,40 +76,33 @@ async def probe(kubeconfig: str | None = None, *, in_cluster: bool = False, time
         True if the server answered 2xx within ``timeout``; False on any failure (no
         configuration, unreachable, TLS error, non-2xx, timeout). Never raises.
     """
-
-    def _check() -> bool:
-        cfg = load_configuration(kubeconfig, in_cluster=in_cluster)
-        cfg.retries = False
-        api = kubernetes.client.ApiClient(cfg)
-        try:
-            resp = _request(api, "GET", "/version", timeout=(timeout, timeout))
-            try:
-                return 200 <= int(resp.status) < 300
-            finally:
-                _close(resp)
-        finally:
-            with contextlib.suppress(Exception):
-                api.rest_client.close()
-
     try:
-        return await asyncio.wait_for(asyncio.to_thread(_check), timeout + 0.5)
-    except Exception as exc:  # probing must never raise
+        client = AsyncClient(load_configuration(kubeconfig, in_cluster=in_cluster), max_connections=1, timeout=timeout)
+    except Exception as exc:  # ConfigException, OSError, bad TLS files: probing must never raise
+        log.debug("no usable API server configuration: %s", exc)
+        return False
+    try:
+        await asyncio.wait_for(client.get("/version"), timeout + 0.5)
+        return True
+    except Exception as exc:  # ApiError, TimeoutError: probing must never raise
         log.debug("API server probe failed: %s", exc)
         return False
+    finally:
+        await client.aclose()
 
 
 class _Reflector:
-    """List-then-watch loop for one kind, run in a daemon thread (client-go ``Reflector``)."""
+    """List-then-watch loop for one kind, run as an asyncio task (client-go ``Reflector``)."""
 
     def __init__(self, source: KubernetesSource, info: KindInfo) -> None:
         self.source = source
         self.info = info
+        self.path = info.collection_path(WATCH_NAMESPACES.get(info.kind))
         self.rv: str | None = None
         self.failures = 0  # consecutive errors, drives the backoff
         self.expired_streak = 0  # consecutive 410s without a delivered event in between
-        self.thread = threading.Thread(target=self.run, name=f"reflector-{info.kind}", daemon=True)
-        self.response: Any = None  # the in-flight streamed response, for stop()
         self.missing_status: int | None = None  # set while the kind answers 404/403
+        self.task: asyncio.Task[None] | None = None
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -237,15 +111,15 @@ class _Reflector:
         return self.info.kind
 
     def stopped(self) -> bool:
-        return self.source._stop_event.is_set()
+        return self.source._stopped
 
-    def backoff(self) -> None:
-        """Sleep (interruptibly) for the next exponential backoff step with jitter."""
+    async def backoff(self) -> None:
+        """Sleep for the next exponential backoff step with jitter (cancelled by :meth:`KubernetesSource.stop`)."""
         src = self.source
         self.failures += 1
         delay = min(src._backoff_max, src._backoff_initial * (2 ** (self.failures - 1)))
         delay = min(src._backoff_max, delay * (1.0 + 0.25 * random.random()))
-        src._stop_event.wait(delay)
+        await asyncio.sleep(delay)
 
     def fill(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Add ``kind`` and ``apiVersion`` when the server left them out (list items do)."""
@@ -255,62 +129,49 @@ class _Reflector:
             obj["apiVersion"] = self.info.api_version
         return obj
 
-    def set_response(self, resp: Any) -> None:
-        with self.source._lock:
-            self.response = resp
-        if self.stopped():  # stop() ran before we registered: don't block on this one
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-
-    def clear_response(self) -> None:
-        with self.source._lock:
-            resp, self.response = self.response, None
-        if resp is not None:
-            _close(resp)
-
     # -- main loop ------------------------------------------------------------------------
 
-    def run(self) -> None:
+    async def run(self) -> None:
         need_list = True
         while not self.stopped():
             try:
                 if need_list:
-                    if not self.list_once():
+                    if not await self.list_once():
                         continue
                     need_list = False
                 if self.stopped():
                     break
-                self.watch_once()
-            except _Expired:
+                await self.watch_once()
+            except Gone:
                 if self.stopped():
                     break
                 log.info("watch of %s: resourceVersion %s too old (410), relisting", self.kind, self.rv)
-                self.source._count_restart()
+                self.source._restarts += 1
                 need_list = True
                 self.expired_streak += 1
                 if self.expired_streak > 1:  # 410 right after a relist: don't hammer the server
-                    self.backoff()
-            except _Missing as exc:
+                    await self.backoff()
+            except (NotFound, Forbidden) as exc:
                 if self.stopped():
                     break
                 log.info("watch of %s answered HTTP %d, relisting", self.kind, exc.status)
-                self.source._count_restart()
+                self.source._restarts += 1
                 need_list = True
-                self.backoff()
-            except Exception as exc:
+                await self.backoff()
+            except Exception as exc:  # ApiError, _WatchError, or anything unexpected: keep the reflector alive
                 if self.stopped():
                     break
                 log.warning("watch of %s failed (%s), retrying from resourceVersion %s", self.kind, exc, self.rv)
-                self.source._count_restart()
-                self.backoff()
-        self.clear_response()
+                self.source._restarts += 1
+                await self.backoff()
         log.debug("reflector for %s stopped", self.kind)
 
-    def list_once(self) -> bool:
+    async def list_once(self) -> bool:
         """LIST every page of the collection and deliver it; False if it must be retried."""
+        src = self.source
         try:
-            items, rv = self.list_all()
-        except _Missing as exc:
+            result = await src._client.list(self.path, limit=src.list_page_size)
+        except (NotFound, Forbidden) as exc:
             if self.missing_status != exc.status:
                 log.warning(
                     "cannot list %s (%s): HTTP %d (%s); treating it as empty and retrying every %gs",
@@ -318,153 +179,83 @@ class _Reflector:
                     self.info.collection_path(),
                     exc.status,
                     exc,
-                    self.source._missing_retry,
+                    src._missing_retry,
                 )
                 self.missing_status = exc.status
-                self.source._deliver_replace(self.kind, [])  # listed-empty: readiness proceeds
+                src._deliver_replace(self.kind, [])  # listed-empty: readiness proceeds
             else:
                 log.debug("listing %s still answers HTTP %d", self.kind, exc.status)
-            self.source._stop_event.wait(self.source._missing_retry)
+            await asyncio.sleep(src._missing_retry)
             return False
-        except Exception as exc:
+        except Exception as exc:  # ApiError (5xx, no answer, a page that is not a list) or anything unexpected
             if self.stopped():
                 return False
             log.warning("listing %s failed: %s", self.kind, exc)
-            self.source._count_restart()
-            self.backoff()
+            src._restarts += 1
+            await self.backoff()
             return False
         if self.missing_status is not None:
             log.info("%s can be listed again", self.kind)
             self.missing_status = None
-        self.rv = rv
+        self.rv = result.resource_version
         self.failures = 0
-        log.debug("listed %d %s at resourceVersion %s", len(items), self.kind, rv)
-        self.source._deliver_replace(self.kind, items)
+        items = [self.fill(o) for o in result.items]
+        log.debug("listed %d %s at resourceVersion %s", len(items), self.kind, self.rv)
+        src._deliver_replace(self.kind, items)
         return True
 
-    def list_all(self) -> tuple[list[dict[str, Any]], str | None]:
-        """All items of the collection and the list's resourceVersion (following ``continue``)."""
-        api = self.source._api
-        path = self.info.collection_path(WATCH_NAMESPACES.get(self.kind))
-        items: list[dict[str, Any]] = []
-        cont: str | None = None
-        paginate = self.source.list_page_size > 0
-        while True:
-            query: list[tuple[str, str]] = []
-            if paginate:
-                query.append(("limit", str(self.source.list_page_size)))
-            if cont:
-                query.append(("continue", cont))
-            resp = _request(api, "GET", path, query=query)
-            try:
-                data = resp.data
-                status = int(resp.status)
-            finally:
-                _close(resp)
-            if status in (403, 404):
-                raise _Missing(status, _status_message(status, data))
-            if status == 410 and cont:
-                # The continue token expired: fall back to one unpaginated list (like client-go).
-                log.info("continue token for %s expired, listing without pagination", self.kind)
-                items, cont, paginate = [], None, False
-                continue
-            if not 200 <= status < 300:
-                raise _HTTPStatusError(status, _status_message(status, data))
-            body = orjson.loads(data)
-            items.extend(self.fill(o) for o in body.get("items") or [])
-            meta = body.get("metadata") or {}
-            cont = meta.get("continue") or None
-            if not cont:
-                rv = meta.get("resourceVersion")
-                return items, (str(rv) if rv else None)
-
-    def watch_once(self) -> None:
+    async def watch_once(self) -> None:
         """Open one watch from ``self.rv`` and apply its events until it ends.
 
-        Returns normally when the stream ends cleanly. Raises :class:`_Expired` on 410,
-        :class:`_Missing` on 404/403 and any other exception on errors.
+        Returns normally when the stream ends cleanly.
+
+        Raises:
+            Gone: HTTP 410 or an ``ERROR`` event with code 410 (relist).
+            NotFound, Forbidden: the watch answered 404/403 (relist after a backoff).
+            _WatchError: any other ``ERROR`` event.
+            ApiError: other answers, undecodable lines, connection failures.
         """
         src = self.source
-        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(src._watch_timeout))]
-        if self.rv:
-            query.insert(1, ("resourceVersion", self.rv))
         started = time.monotonic()
-        resp = _request(
-            src._api,
-            "GET",
-            self.info.collection_path(WATCH_NAMESPACES.get(self.kind)),
-            query=query,
-            timeout=(CONNECT_TIMEOUT, src._watch_timeout + WATCH_READ_SLACK),
-        )
-        self.set_response(resp)
         lines = 0
-        try:
-            status = int(resp.status)
-            if status == 410:
-                raise _Expired()
-            if status in (403, 404):
-                raise _Missing(status, _status_message(status, resp.data))
-            if not 200 <= status < 300:
-                raise _HTTPStatusError(status, _status_message(status, resp.data))
-            for line in self.iter_lines(resp):
+        events = src._client.watch(self.path, resource_version=self.rv, timeout_seconds=src._watch_timeout)
+        async with contextlib.aclosing(events):
+            async for event in events:
                 if self.stopped():
                     return
                 lines += 1
-                self.handle_line(line)
-        finally:
-            self.clear_response()
+                self.handle(event)
         if self.stopped():
             return
         if time.monotonic() - started >= HEALTHY_WATCH_SECONDS:
             self.failures = 0
         if lines == 0 and time.monotonic() - started < SHORT_WATCH_SECONDS:
             log.debug("watch of %s ended immediately; waiting before re-watching", self.kind)
-            src._stop_event.wait(src._backoff_initial)
+            await asyncio.sleep(src._backoff_initial)
 
-    @staticmethod
-    def iter_lines(resp: Any) -> Iterator[bytes]:
-        """Newline-delimited lines of a streamed response, as they arrive."""
-        chunks: Iterator[bytes]
-        if getattr(resp, "chunked", False):
-            chunks = resp.stream(amt=None, decode_content=True)
-        else:
-            chunks = iter(lambda: resp.read1(65536), b"")
-        buf = b""
-        for chunk in chunks:
-            if not chunk:
-                continue
-            buf += chunk
-            while True:
-                nl = buf.find(b"\n")
-                if nl < 0:
-                    break
-                line, buf = buf[:nl].strip(), buf[nl + 1 :]
-                if line:
-                    yield line
-        if buf.strip():
-            yield buf.strip()
+    def handle(self, event: WatchEvent) -> None:
+        """Apply one watch event.
 
-    def handle_line(self, line: bytes) -> None:
-        """Apply one watch event line."""
-        ev = orjson.loads(line)
-        etype = ev.get("type")
-        obj = ev.get("object") or {}
-        if etype == "ERROR":
-            code = obj.get("code")
-            msg = obj.get("message") or obj.get("reason") or "watch error"
-            if code == 410:
-                raise _Expired()
-            raise _HTTPStatusError(int(code or 0), str(msg))
-        meta = obj.get("metadata") or {}
-        rv = meta.get("resourceVersion")
-        if etype == "BOOKMARK":
+        Raises:
+            Gone: an ``ERROR`` event with code 410.
+            _WatchError: any other ``ERROR`` event.
+        """
+        obj = event.object
+        if event.type == "ERROR":
+            err = error_from_status(obj)
+            if err.status == 410:
+                raise err
+            raise _WatchError(f"HTTP {err.status}: {obj.get('message') or obj.get('reason') or 'watch error'}")
+        meta = obj.get("metadata")
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if event.type == "BOOKMARK":
             if rv:
                 self.rv = str(rv)
             return
         try:
-            event_type = EventType(etype)
+            event_type = EventType(event.type)
         except ValueError:
-            log.warning("watch of %s: ignoring event of unknown type %r", self.kind, etype)
+            log.warning("watch of %s: ignoring event of unknown type %r", self.kind, event.type)
             return
         self.source._deliver_event(Event(self.kind, event_type, self.fill(obj)))
         if rv:
@@ -478,17 +269,20 @@ class KubernetesSource(Source):
 
     Follows client-go's ``Reflector`` / ``ListWatch`` semantics per kind (see the module
     docstring): list, ``replace``; watch from the list's resourceVersion, ``apply`` each event;
-    relist on 410; back off on connection errors and 5xx. Each kind runs in its own daemon
-    thread; every sink call is marshalled onto the event loop captured by :meth:`start`.
+    relist on 410; back off on connection errors and 5xx. Each kind runs as an asyncio task on
+    the loop that called :meth:`start`; the sink is called on that loop only.
 
     Args:
         kinds: kinds to watch (keys of :data:`app.api.kinds.KINDS`), default
             :data:`~app.sources.base.WATCHED_KINDS` plus ConfigMap (listed and watched only in the
             namespace :data:`~app.sources.base.WATCH_NAMESPACES` names).
-        kubeconfig: kubeconfig path (``None``: default location, see :func:`load_configuration`).
+        kubeconfig: kubeconfig path (``None``: default location, see
+            :func:`app.client.config.load_configuration`).
         in_cluster: use the pod's service account instead of a kubeconfig.
-        api_client: a ready :class:`kubernetes.client.ApiClient`; when given, ``kubeconfig`` and
-            ``in_cluster`` are ignored.
+        client: a ready :class:`~app.client.aio.AsyncClient`; when given, ``kubeconfig`` and
+            ``in_cluster`` are ignored and :meth:`stop` leaves it open (its owner closes it).
+            Otherwise the source builds one with a pool of one connection per kind plus
+            :data:`WRITE_CONNECTIONS`.
         watch_timeout_seconds: server-side ``timeoutSeconds`` of each watch request.
         backoff_initial: first retry delay in seconds after a connection error or 5xx.
         backoff_max: upper bound of the exponential retry delay, in seconds.
@@ -496,8 +290,8 @@ class KubernetesSource(Source):
 
     Raises:
         ValueError: a kind is not in :data:`app.api.kinds.KINDS`.
-        kubernetes.config.ConfigException: no usable client configuration (when ``api_client``
-            is not given).
+        kubernetes.config.ConfigException: no usable client configuration (when ``client`` is not given).
+        OSError: the kubeconfig could not be read.
     """
 
     owner_gc = True  # the API server garbage-collects owned objects (NodeSLOs of deleted Nodes)
@@ -511,7 +305,7 @@ class KubernetesSource(Source):
         *,
         kubeconfig: str | None = None,
         in_cluster: bool = False,
-        api_client: kubernetes.client.ApiClient | None = None,
+        client: AsyncClient | None = None,
         watch_timeout_seconds: int = 300,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
@@ -521,77 +315,66 @@ class KubernetesSource(Source):
         if unknown:
             raise ValueError(f"unknown kinds: {', '.join(unknown)}")
         self._kinds: tuple[str, ...] = tuple(dict.fromkeys(kinds))
-        self._owns_client = api_client is None
-        if api_client is None:
+        self._owns_client = client is None
+        if client is None:
             cfg = load_configuration(kubeconfig, in_cluster=in_cluster)
-            # One long-lived connection per watched kind plus a few for LIST pages and binds.
-            cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, len(self._kinds) + 4)
-            api_client = kubernetes.client.ApiClient(cfg)
-        self._api: kubernetes.client.ApiClient = api_client
+            client = AsyncClient(cfg, max_connections=len(self._kinds) + WRITE_CONNECTIONS)
+        self._client: AsyncClient = client
         self._watch_timeout = int(watch_timeout_seconds)
         self._backoff_initial = float(backoff_initial)
         self._backoff_max = float(backoff_max)
         self._missing_retry = float(missing_kind_retry_seconds)
-        self._lock = threading.Lock()
-        self._stop_event = threading.Event()
+        self._stopped = False
+        self._started = False
         self._restarts = 0
         self._synced: set[str] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._sink: EventSink | None = None
         self._reflectors: list[_Reflector] = []
 
     @property
+    def client(self) -> AsyncClient:
+        """The API client every list, watch and write goes through."""
+        return self._client
+
+    @property
     def description(self) -> str:
         """``kubernetes:<host>`` (the API server URL from the configuration)."""
-        return f"kubernetes:{self._api.configuration.host}"
+        return f"kubernetes:{self._client.host}"
 
     async def start(self, sink: EventSink) -> None:
-        """Capture the running loop and start one reflector thread per kind.
+        """Start one reflector task per kind on the running loop.
 
         Returns immediately; data arrives asynchronously (see :meth:`ready`).
 
         Raises:
             RuntimeError: the source was already started.
         """
-        if self._loop is not None:
+        if self._started:
             raise RuntimeError("KubernetesSource already started")
-        self._loop = asyncio.get_running_loop()
+        self._started = True
         self._sink = sink
         self._reflectors = [_Reflector(self, KINDS[k]) for k in self._kinds]
         for r in self._reflectors:
-            r.thread.start()
-        log.info("watching %d kinds on %s", len(self._kinds), self._api.configuration.host)
+            r.task = asyncio.create_task(r.run(), name=f"reflector-{r.kind}")
+        log.info("watching %d kinds on %s", len(self._kinds), self._client.host)
 
     async def stop(self, timeout: float = 1.5) -> None:
         """Stop every reflector; returns within about ``timeout`` seconds. Safe to call twice.
 
-        Sets the stop flag, shuts down the sockets of open watch streams so blocked reads
-        return, and waits for the threads at most ``timeout`` seconds in total (they are daemon
-        threads; a straggler stuck in a connect or LIST just exits later without touching the
-        sink).
+        Cancels the reflector tasks (an open watch stream's connection is closed at once), waits
+        for them at most ``timeout`` seconds, then closes the client if the source built it.
+        Nothing reaches the sink after this returns.
         """
-        self._stop_event.set()
-        with self._lock:
-            responses = [r.response for r in self._reflectors if r.response is not None]
-        for resp in responses:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-        threads = [r.thread for r in self._reflectors if r.thread.is_alive()]
-        if threads:
-            deadline = time.monotonic() + timeout
-
-            def _join() -> None:
-                for t in threads:
-                    t.join(max(0.0, deadline - time.monotonic()))
-
-            await asyncio.to_thread(_join)
-            alive = [t.name for t in threads if t.is_alive()]
-            if alive:
-                log.debug("reflector threads still finishing after stop: %s", ", ".join(alive))
-                return
+        self._stopped = True
+        tasks = [r.task for r in self._reflectors if r.task is not None and not r.task.done()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
+            if pending:
+                log.debug("reflector tasks still finishing after stop: %s", ", ".join(t.get_name() for t in pending))
         if self._owns_client:
-            with contextlib.suppress(Exception):
-                self._api.rest_client.close()
+            await self._client.aclose()
 
     def ready(self) -> bool:
         """True once every kind delivered its first list (404/403 kinds count as empty lists)."""
@@ -608,65 +391,14 @@ class KubernetesSource(Source):
         ``pod`` (the cached object, if known) is not needed: the API server owns the pod.
 
         Raises:
-            BindError: the API answered non-2xx (the message is the Status ``message``, e.g.
-                ``pods "x" not found`` or ``pod x is already assigned to node "y"``) or the
-                request failed to connect / time out.
+            Conflict: the pod is already bound (``pod x is already assigned to node "y"``) or was recreated.
+            NotFound: no such pod (``pods "x" not found``).
+            ConnectionFailed: no answer (the message names the pod and the node).
+            ApiError: any other refusal; the message is the Status ``message``.
         """
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
-
-        path = "/api/v1/namespaces/{namespace}/pods/{name}/binding"
-        try:
-            status, data = await self._send("POST", path, body, path_params={"namespace": namespace, "name": name})
-        except Exception as exc:  # urllib3/OS errors, ApiException (TLS), timeouts
-            raise BindError(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
-        if not 200 <= status < 300:
-            raise BindError(_status_message(status, data))
+        await self._client.bind(namespace, name, uid, node)
 
     # -- writes ----------------------------------------------------------------------------------
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        body: dict[str, Any] | None,
-        *,
-        content_type: str = "application/json",
-        path_params: dict[str, str] | None = None,
-    ) -> tuple[int, bytes]:
-        """One request in a worker thread: (HTTP status, body bytes); the response is always closed.
-
-        Raises:
-            Exception: whatever the client raised (urllib3/OS errors, ApiException for TLS, timeouts).
-        """
-
-        def _do() -> tuple[int, bytes]:
-            resp = _request(self._api, method, path, path_params=path_params, body=body, content_type=content_type)
-            try:
-                return int(resp.status), resp.data
-            finally:
-                _close(resp)
-
-        return await asyncio.to_thread(_do)
-
-    async def _call(self, method: str, path: str, body: dict[str, Any] | None, content_type: str) -> dict[str, Any]:
-        """Send one write; return the parsed answer.
-
-        Raises:
-            WriteError: non-2xx (with the Status message and code) or no answer.
-        """
-        try:
-            status, data = await self._send(method, path, body, content_type=content_type)
-        except Exception as exc:  # urllib3/OS errors, ApiException (TLS), timeouts
-            raise WriteError(f"{method} {path} failed: {exc}") from exc
-        if not 200 <= status < 300:
-            raise WriteError(_status_message(status, data), status)
-        parsed = orjson.loads(data) if data else {}
-        return parsed if isinstance(parsed, dict) else {}
 
     @staticmethod
     def _object_path(kind: str, name: str, namespace: str | None) -> str:
@@ -685,85 +417,69 @@ class KubernetesSource(Source):
         """PATCH with ``application/merge-patch+json`` (on ``/status`` when ``subresource`` says so).
 
         Raises:
-            WriteError: the API answered non-2xx or did not answer.
+            NotFound: unknown kind or object.
+            ApiError: any other refusal, or :class:`~app.client.errors.ConnectionFailed` when no answer came.
         """
-        path = self._object_path(kind, name, namespace)
-        if subresource:
-            path = f"{path}/{subresource}"
-        return await self._call("PATCH", path, patch, "application/merge-patch+json")
+        return await self._client.merge_patch(self._object_path(kind, name, namespace), patch, subresource=subresource)
 
     async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
         """POST the object; on 409 (exists) GET it and PUT its labels, annotations and spec with the
         current resourceVersion (optimistic concurrency: a conflict is raised, not retried).
 
         Raises:
-            WriteError: unknown kind, or the API refused the write.
+            BadRequest: unknown kind or no ``metadata.name``.
+            Conflict: the object changed between the GET and the PUT.
+            ApiError: any other refusal, or :class:`~app.client.errors.ConnectionFailed` when no answer came.
         """
         info, meta = object_to_store(obj)
         namespace = meta.get("namespace") or ("default" if info.namespaced else None)
         body = {**obj, "apiVersion": info.api_version}
         try:
-            return await self._call("POST", info.collection_path(namespace), body, "application/json")
-        except WriteError as exc:
-            if exc.status != 409:
-                raise
+            return await self._client.create(info.collection_path(namespace), body)
+        except Conflict:  # AlreadyExists, or a 409 without a reason
+            pass
         path = self._object_path(info.kind, str(meta["name"]), namespace)
-        current = await self._call("GET", path, None, "application/json")
-        return await self._call("PUT", path, updated_object(current, obj), "application/json")
+        current = await self._client.get(path)
+        return await self._client.put(path, updated_object(current, obj))
 
     async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         """DELETE the object (foreground garbage collection is left to the API server's default).
 
         Raises:
-            WriteError: unknown kind or object (status 404), or any other refusal.
+            NotFound: unknown kind or object.
+            ApiError: any other refusal, or :class:`~app.client.errors.ConnectionFailed` when no answer came.
         """
-        await self._call("DELETE", self._object_path(kind, name, namespace), None, "application/json")
+        await self._client.delete(self._object_path(kind, name, namespace))
 
     async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
         """POST a policy/v1 ``Eviction`` to ``pods/{name}/eviction`` with a uid precondition.
 
         Raises:
-            WriteError: 429 (a PodDisruptionBudget blocks it), 404, or any other refusal.
+            TooManyRequests: a PodDisruptionBudget blocks it.
+            NotFound: the pod is gone.
+            ApiError: any other refusal, or :class:`~app.client.errors.ConnectionFailed` when no answer came.
         """
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-            "deleteOptions": {"preconditions": {"uid": uid}} if uid else {},
-        }
         log.info("evicting pod %s/%s: %s", namespace, name, reason)
-        await self._call("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body, "application/json")
+        await self._client.evict(namespace, name, uid)
 
-    # -- called from reflector threads ---------------------------------------------------------
-
-    def _count_restart(self) -> None:
-        with self._lock:
-            self._restarts += 1
-
-    def _post(self, fn: Any, *args: Any) -> None:
-        loop = self._loop
-        if loop is None or self._stop_event.is_set():
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop is closed: nothing left to deliver to
-            self._stop_event.set()
+    # -- called by the reflectors, on the loop ---------------------------------------------------
 
     def _deliver_replace(self, kind: str, items: list[dict[str, Any]]) -> None:
-        self._post(self._apply_replace, kind, items)
-
-    def _deliver_event(self, event: Event) -> None:
-        self._post(self._apply_event, event)
-
-    # -- run on the loop thread ------------------------------------------------------------------
-
-    def _apply_replace(self, kind: str, items: list[dict[str, Any]]) -> None:
-        if self._stop_event.is_set() or self._sink is None:
+        if self._stopped or self._sink is None:
             return
-        self._sink.replace(kind, items)
+        try:
+            self._sink.replace(kind, items)
+        except Exception:  # the sink's bug must not end the reflector; the next relist tries again
+            log.exception("the cache refused the list of %s", kind)
+            return
         self._synced.add(kind)
 
-    def _apply_event(self, event: Event) -> None:
-        if self._stop_event.is_set() or self._sink is None:
+    def _deliver_event(self, event: Event) -> None:
+        if self._stopped or self._sink is None:
             return
-        self._sink.apply(event)
+        try:
+            self._sink.apply(event)
+        except Exception:  # a bad object is rejected alone: the stream goes on
+            meta = event.obj.get("metadata")
+            name = meta.get("name") if isinstance(meta, dict) else None
+            log.exception("the cache refused the %s event of %s %s", event.type.value, event.kind, name)

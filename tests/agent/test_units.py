@@ -28,6 +28,7 @@ from agent.states.nodeslo import merged_spec
 from agent.states.pods import pod_meta
 from agent.states.providers import APIServerStates
 from app.cli.main import cli
+from app.client.sync import Client
 
 
 def v2_tree(tmp_path: Path) -> CgroupLayout:
@@ -266,7 +267,7 @@ class FakeAPI:
 
 
 @pytest.fixture
-def fake_api() -> Iterator[tuple[FakeAPI, kubernetes.client.ApiClient]]:
+def fake_api() -> Iterator[tuple[FakeAPI, Client]]:
     state = FakeAPI()
 
     class Handler(BaseHTTPRequestHandler):
@@ -321,7 +322,8 @@ def fake_api() -> Iterator[tuple[FakeAPI, kubernetes.client.ApiClient]]:
     cfg = kubernetes.client.Configuration()
     cfg.host = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield state, kubernetes.client.ApiClient(cfg)
+        with Client(cfg) as client:
+            yield state, client
     finally:
         server.shutdown()
 
@@ -463,13 +465,13 @@ def test_kubelet_discovery_refuses_an_untrusted_certificate_and_a_wrong_token(
 
 
 def test_embedded_agent_imports_neither_kubernetes_nor_numpy() -> None:
-    """The embedded mode's modules load without the Kubernetes client and numpy (resident memory)."""
+    """The embedded mode's modules load without the Kubernetes client, httpx and numpy (resident memory)."""
     import subprocess
     import sys
 
     code = (
         "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.server, agent.states.providers\n"
-        "print(sorted(m for m in ('kubernetes', 'numpy') if m in sys.modules))"
+        "print(sorted(m for m in ('kubernetes', 'numpy', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
@@ -560,3 +562,38 @@ def test_agent_classifies_pods_as_the_scheduler_does(labels: dict[str, str], spe
     obj = {"metadata": {"name": "p", "namespace": "d", "uid": "u1", "labels": labels}, "spec": spec}
     mine, theirs = pod_meta(obj, None), parse_pod(obj)
     assert (mine.kube_qos, mine.qos, mine.priority_class) == (theirs.kube_qos, theirs.qos, theirs.priority_class)
+
+
+def test_api_writer_retries_one_conflict_and_reports_refusals_and_silence() -> None:
+    """RetryOnConflict once; a persistent conflict, another refusal or no answer is a ReportError."""
+    from agent.reporter import ReportError
+    from tests.client.fake_apiserver import FakeAPIServer, status
+
+    base = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+    fake = FakeAPIServer()
+    fake.seed(base, {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": "n1"}})
+    cfg = kubernetes.client.Configuration()
+    cfg.host = fake.url
+    conflict = (409, status(409, "Conflict", 'Operation cannot be fulfilled on nodemetrics "n1"'), {})
+    report = {"updateTime": "2026-01-01T00:00:00Z", "nodeMetric": {"nodeUsage": {"resources": {"cpu": "1"}}}}
+    try:
+        with Client(cfg) as client:
+            writer = APIMetricWriter(client)
+            fake.fail_once[("PUT", f"{base}/n1/status")] = conflict
+            writer.write("n1", CollectPolicy().spec(), report)
+            assert [(r.method, r.path) for r in fake.requests] == [
+                ("GET", f"{base}/n1"),
+                ("PUT", f"{base}/n1/status"),
+            ] * 2
+            assert fake.store[base]["n1"]["status"] == report
+            fake.fail[("PUT", f"{base}/n1/status")] = conflict
+            with pytest.raises(ReportError, match="conflict persisted"):
+                writer.write("n1", CollectPolicy().spec(), report)
+            fake.fail[("PUT", f"{base}/n1/status")] = (403, status(403, "Forbidden", "nodemetrics is forbidden"), {})
+            with pytest.raises(ReportError, match="HTTP 403: nodemetrics is forbidden"):
+                writer.write("n1", CollectPolicy().spec(), report)
+        fake.close()
+        with Client(cfg) as client, pytest.raises(ReportError, match="ConnectError"):
+            APIMetricWriter(client).write("n1", CollectPolicy().spec(), report)
+    finally:
+        fake.close()

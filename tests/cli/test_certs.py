@@ -138,3 +138,41 @@ def test_mismatched_pair_keeps_serving_the_old_certificate(tls_server: tuple[int
         time.sleep(0.05)
     assert reloader.failures >= 1
     assert served_serial(port, certs / "ca.crt") == first
+
+
+def test_patch_webhooks_writes_the_ca_into_every_webhook(tmp_path: Path) -> None:
+    """--patch-webhooks: one JSON patch per configuration adds clientConfig.caBundle to each webhook;
+    a missing configuration is a clear error (exit 1), as is an unreachable API server."""
+    import base64
+
+    from tests.client.conftest import TOKEN, write_kubeconfig
+    from tests.client.fake_apiserver import FakeAPIServer
+
+    base = "/apis/admissionregistration.k8s.io/v1"
+    hooks = [{"name": f"h{i}.koordinator.sh", "clientConfig": {"service": {"name": "x"}}} for i in range(2)]
+    fake = FakeAPIServer(tokens={TOKEN})
+    try:
+        fake.seed(f"{base}/mutatingwebhookconfigurations", {"metadata": {"name": "m"}, "webhooks": hooks})
+        fake.seed(f"{base}/validatingwebhookconfigurations", {"metadata": {"name": "v"}, "webhooks": hooks[:1]})
+        kubeconfig = write_kubeconfig(tmp_path / "kc", fake.url)
+        out = tmp_path / "certs"
+        args = ["certs", "--out-dir", str(out), "--patch-webhooks", "--kubeconfig", kubeconfig]
+        result = CliRunner().invoke(cli, [*args, "--mutating-configuration", "m", "--validating-configuration", "v"])
+        assert result.exit_code == 0, result.output
+        assert "patched caBundle of MutatingWebhookConfiguration/m (2 webhooks)" in result.output
+        bundle = base64.b64encode((out / "ca.crt").read_bytes()).decode()
+        mutating = fake.store[f"{base}/mutatingwebhookconfigurations"]["m"]["webhooks"]
+        validating = fake.store[f"{base}/validatingwebhookconfigurations"]["v"]["webhooks"]
+        assert [h["clientConfig"]["caBundle"] for h in mutating + validating] == [bundle] * 3
+        assert mutating[0]["clientConfig"]["service"] == {"name": "x"}, "only caBundle is added"
+        patches = [r for r in fake.requests if r.method == "PATCH"]
+        assert {r.headers["content-type"] for r in patches} == {"application/json-patch+json"}
+        missing = CliRunner().invoke(cli, [*args, "--mutating-configuration", "nope"])
+        assert missing.exit_code == 1
+        assert 'MutatingWebhookConfiguration nope: HTTP 404: mutatingwebhookconfigurations "nope" not found' in (
+            missing.output
+        )
+    finally:
+        fake.close()
+    down = CliRunner().invoke(cli, [*args, "--mutating-configuration", "m"])
+    assert down.exit_code == 1 and "ConnectError" in down.output

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from app.cache.snapshot import ClusterCache
+from app.client.errors import error_from_response
 from app.manager.controllers import SLOControllers
-from app.sources.base import WriteError
 from app.sources.files import FileSource
 
 
@@ -64,7 +64,7 @@ class _GCSource(FileSource):
     async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
         self.deleted.append(name)
         if self.refuse:
-            raise WriteError("refused", self.refuse)
+            raise error_from_response(self.refuse, {"message": "refused"})
         await super().delete(kind, name, namespace=namespace)
 
 

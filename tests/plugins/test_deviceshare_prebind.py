@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from app.sources.base import WriteError
+from app.client.errors import ServerTimeout
 from app.sources.files import FileSource
 from tests.conftest import LiveServer
 from tests.plugins.test_deviceshare import ANN, CORE, RATIO, _config, device, node, pod
@@ -25,7 +25,7 @@ class RecordingSource(FileSource):
     async def patch(self, kind: str, name: str, patch: dict[str, Any], **kw: Any) -> dict[str, Any]:
         self.calls.append(f"patch {kind}/{name}")
         if self.fail_patch:
-            raise WriteError("etcdserver: request timed out", 500)
+            raise ServerTimeout("etcdserver: request timed out")
         return await super().patch(kind, name, patch, **kw)
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
+from app.client.errors import Conflict
 from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.statuswriter import BadAnnotation, StatusWriter, same_definition, status_patch
-from app.sources.base import WriteError
 from app.sources.files import FileSource
 from tests.conftest import LiveServer
 from tests.plugins.elasticquota.fixtures import node, pod, quota
@@ -101,7 +101,7 @@ class _RecordingSource:
 
     async def patch(self, kind: str, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> None:
         if name == self.fail:
-            raise WriteError("conflict", 409)
+            raise Conflict("conflict")
         self.patches.append((kind, name, patch, namespace))
 
 

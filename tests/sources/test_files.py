@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from app.sources.base import BindError
+from app.client.errors import NotFound
 from app.sources.events import Event
 from app.sources.files import FileSource, SourceError, load_objects
 
@@ -125,8 +125,8 @@ async def test_bind_records_and_delivers(tmp_path: Path) -> None:
     bound = sink.objects["Pod"]["p"]
     assert bound["spec"]["nodeName"] == "n1"
     assert bound["status"]["conditions"][-1]["type"] == "PodScheduled"
-    with pytest.raises(BindError, match='nodes "ghost" not found'):
+    with pytest.raises(NotFound, match='nodes "ghost" not found'):
         await src.bind("d", "p", "", "ghost")
-    with pytest.raises(BindError, match='pods "q" not found'):
+    with pytest.raises(NotFound, match='pods "q" not found'):
         await src.bind("d", "q", "", "n1")
     await src.stop()

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app.sources.base import BindError
+from app.client.errors import Conflict, ConnectionFailed, NotFound
 from app.sources.events import Event
 from app.sources.kubernetes import KubernetesSource, probe
 
@@ -543,18 +543,18 @@ async def test_bind(fake: FakeAPIServer, sink: RecordingSink, make_source: Calla
     assert headers["content-type"] == "application/json"
 
     fake.post_answer = (409, _status(409, "Conflict", 'pod p1 is already assigned to node "n1"'))
-    with pytest.raises(BindError) as exc:
+    with pytest.raises(Conflict) as exc:
         await src.bind("default", "p1", "uid-p1", "n2")
     assert str(exc.value) == 'pod p1 is already assigned to node "n1"'
 
     fake.post_answer = (404, _status(404, "NotFound", 'pods "gone" not found'))
-    with pytest.raises(BindError, match='pods "gone" not found'):
+    with pytest.raises(NotFound, match='pods "gone" not found'):
         await src.bind("default", "gone", "uid-gone", "n2")
 
 
 async def test_bind_connection_error(tmp_path: Path) -> None:
     src = KubernetesSource((), kubeconfig=write_kubeconfig(tmp_path, free_port()))
-    with pytest.raises(BindError, match="default/p1"):
+    with pytest.raises(ConnectionFailed, match="default/p1"):
         await src.bind("default", "p1", "uid-p1", "n2")
 
 
@@ -565,12 +565,12 @@ async def test_stop_is_prompt_with_open_watches(
     await src.start(sink)
     await wait_for(src.ready)
     await wait_for(lambda: fake.open_watches[NODES] == 1 and fake.open_watches[PODS] == 1)
-    threads = [t for t in threading.enumerate() if t.name.startswith("reflector-")]
-    assert len(threads) == 2
+    tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("reflector-")]
+    assert len(tasks) == 2
     t0 = time.monotonic()
     await src.stop()
     assert time.monotonic() - t0 < 2.0
-    assert not any(t.is_alive() for t in threads), "reflector threads still blocked in a read"
+    assert all(t.done() for t in tasks), "reflector tasks still blocked in a read"
     await src.stop()  # idempotent
     # nothing reaches the sink after stop
     calls = len(sink.calls)
@@ -590,3 +590,28 @@ async def test_probe(fake: FakeAPIServer, tmp_path: Path) -> None:
         t0 = time.monotonic()
         assert await probe(write_kubeconfig(tmp_path, silent.getsockname()[1]), timeout=0.5) is False
         assert time.monotonic() - t0 < 2.0
+
+
+async def test_an_object_the_cache_refuses_is_rejected_alone(
+    fake: FakeAPIServer, make_source: Callable[..., KubernetesSource], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The sink raising on one event (a bad object) is logged; the watch goes on and nothing relists."""
+
+    class PickySink(RecordingSink):
+        def apply(self, event: Event) -> None:
+            if event.obj["metadata"]["name"] == "bad":
+                raise ValueError("bad object")
+            super().apply(event)
+
+    sink = PickySink()
+    src = make_source()
+    await src.start(sink)
+    await wait_for(src.ready)
+    await wait_for(lambda: fake.open_watches[PODS] == 1)
+    fake.put(PODS, pod("bad"))
+    fake.put(PODS, pod("good"))
+    await wait_for(lambda: "default/good" in sink.objects["Pod"])
+    assert "default/bad" not in sink.objects["Pod"]
+    assert any("refused the ADDED event of Pod bad" in r.getMessage() for r in caplog.records)
+    assert src.watch_restarts() == 0 and fake.list_calls[PODS] == 1 and len(fake.watch_rvs[PODS]) == 1
+    await src.stop()

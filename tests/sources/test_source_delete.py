@@ -1,5 +1,5 @@
 """Source deletes: the file source (in memory; a file-held object stays deleted until its file
-version changes) and the Kubernetes source (DELETE on the object path, 404 as WriteError 404)."""
+version changes) and the Kubernetes source (DELETE on the object path, 404 as NotFound)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from app.sources.base import Source, WriteError
+from app.client.errors import MethodNotAllowed, NotFound
+from app.sources.base import Source
 from app.sources.events import EventSink
 from app.sources.files import FileSource
 from app.sources.kubernetes import KubernetesSource
@@ -55,7 +56,7 @@ async def test_base_source_delete_is_405() -> None:
         def description(self) -> str:
             return "bare"
 
-    with pytest.raises(WriteError, match="does not support writes") as err:
+    with pytest.raises(MethodNotAllowed, match="does not support writes") as err:
         await Bare().delete("NodeSLO", "n1")
     assert err.value.status == 405
 
@@ -113,10 +114,10 @@ async def test_file_source_delete_pod_and_unknown_is_404(tmp_path: Path) -> None
         await src.delete("Pod", "p1", namespace="ns")
         await asyncio.sleep(0)
         assert "p1" not in sink.objects["Pod"]
-        with pytest.raises(WriteError, match='pods "p1" not found') as err:
+        with pytest.raises(NotFound, match='pods "p1" not found') as err:
             await src.delete("Pod", "p1", namespace="ns")
         assert err.value.status == 404
-        with pytest.raises(WriteError, match="unknown kind Gadget") as err:
+        with pytest.raises(NotFound, match="unknown kind Gadget") as err:
             await src.delete("Gadget", "g")
         assert err.value.status == 404
     finally:
@@ -168,7 +169,7 @@ async def test_kubernetes_delete_sends_delete_and_maps_404(tmp_path: Path, api: 
     src = KubernetesSource((), kubeconfig=write_kubeconfig(tmp_path, api.port))
     await src.delete("NodeSLO", "n1")
     await src.delete("Pod", "p1", namespace="ns")
-    with pytest.raises(WriteError, match='"gone" not found') as err:
+    with pytest.raises(NotFound, match='"gone" not found') as err:
         await src.delete("NodeSLO", "gone")
     assert err.value.status == 404
     assert api.calls == [
@@ -176,5 +177,5 @@ async def test_kubernetes_delete_sends_delete_and_maps_404(tmp_path: Path, api: 
         ("DELETE", "/api/v1/namespaces/ns/pods/p1"),
         ("DELETE", "/apis/slo.koordinator.sh/v1alpha1/nodeslos/gone"),
     ]
-    with pytest.raises(WriteError, match="unknown kind Gadget"):
+    with pytest.raises(NotFound, match="unknown kind Gadget"):
         await src.delete("Gadget", "g")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.sources.base import WriteError
+from app.client.errors import BadRequest, NotFound, TooManyRequests
 from app.sources.files import FileSource
 from app.sources.kubernetes import KubernetesSource
 from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
@@ -78,10 +78,10 @@ async def test_file_source_patch_pod_annotations(tmp_path: Path) -> None:
 async def test_file_source_patch_unknown_object_or_kind_is_404(tmp_path: Path) -> None:
     src, _ = await _started(tmp_path)
     try:
-        with pytest.raises(WriteError, match='nodes "nope" not found') as err:
+        with pytest.raises(NotFound, match='nodes "nope" not found') as err:
             await src.patch("Node", "nope", {"metadata": {"labels": {"x": "y"}}})
         assert err.value.status == 404
-        with pytest.raises(WriteError, match="unknown kind Gadget"):
+        with pytest.raises(NotFound, match="unknown kind Gadget"):
             await src.patch("Gadget", "n1", {})
     finally:
         await src.stop()
@@ -99,9 +99,9 @@ async def test_file_source_create_then_update_keeps_identity(tmp_path: Path) -> 
         assert updated["spec"] == {"cpuBurstStrategy": {"policy": "auto"}}
         await asyncio.sleep(0)
         assert sink.objects["NodeSLO"]["n1"]["spec"]["cpuBurstStrategy"]["policy"] == "auto"
-        with pytest.raises(WriteError, match=r"without metadata\.name"):
+        with pytest.raises(BadRequest, match=r"without metadata\.name"):
             await src.create_or_update({"kind": "NodeSLO", "metadata": {}})
-        with pytest.raises(WriteError, match="'Gadget'"):
+        with pytest.raises(BadRequest, match="'Gadget'"):
             await src.create_or_update({"kind": "Gadget", "metadata": {"name": "g"}})
     finally:
         await src.stop()
@@ -113,7 +113,7 @@ async def test_file_source_records_evictions_and_keeps_the_pod(tmp_path: Path) -
         await src.evict("ns", "p1", "uid-1", "quota reclaim")
         assert [(e["name"], e["reason"]) for e in src.evictions] == [("p1", "quota reclaim")]
         assert "p1" in sink.objects["Pod"]
-        with pytest.raises(WriteError, match='pods "gone" not found'):
+        with pytest.raises(NotFound, match='pods "gone" not found'):
             await src.evict("ns", "gone", "", "x")
     finally:
         await src.stop()
@@ -209,6 +209,6 @@ async def test_kubernetes_evict_posts_eviction_and_reports_pdb_refusal(tmp_path:
         429,
         {"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget."},
     )
-    with pytest.raises(WriteError, match="disruption budget") as err:
+    with pytest.raises(TooManyRequests, match="disruption budget") as err:
         await src.evict("ns", "p1", "uid-1", "reclaim")
     assert err.value.status == 429

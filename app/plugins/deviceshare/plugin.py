@@ -459,9 +459,9 @@ class DeviceShare(
         patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: value}}}
         try:
             await self.handle.client.patch("Pod", name, patch, namespace=namespace)
+        except NotFound:
+            return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
         except ApiError as exc:
-            if isinstance(exc, NotFound) or exc.status == 404:
-                return  # embedded mode: the pod enters the source at bind; retried when it shows up (_pod_seen)
             log.warning("pod %s/%s: cannot write %s: %s", namespace, name, n.ANNOTATION_DEVICE_ALLOCATED, exc)
             raise
 

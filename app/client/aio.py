@@ -1,0 +1,281 @@
+"""The asynchronous Kubernetes API client (``httpx.AsyncClient``), for the scheduler service and the manager.
+
+One connection pool serves the long watches (one per watched kind) and every write, so writes and
+binds are awaited on the event loop with no worker-thread hop. Same requests, answers and errors
+as :class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Any
+
+import httpx
+import kubernetes.client
+
+from app.client import bodies
+from app.client.config import connection_settings, load_configuration
+from app.client.errors import ConnectionFailed, Gone, error_from_response
+from app.client.pager import DEFAULT_PAGE_SIZE, ListResult, Pager
+from app.client.watch import WatchEvent, decode_event, watch_params
+from app.client.wire import (
+    JSON,
+    MERGE_PATCH,
+    REQUEST_TIMEOUT,
+    WATCH_READ_SLACK,
+    Params,
+    build_request,
+    connection_failed,
+    decode_answer,
+    http_options,
+)
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """An asynchronous client of one API server with one connection pool.
+
+    Paths are absolute API paths (``/api/v1/namespaces/ns/pods/p``); bodies and answers are JSON
+    objects as dicts. Every method raises the typed errors of :mod:`app.client.errors`: the class a
+    non-2xx answer names (``NotFound``, ``Conflict``, ``AlreadyExists``, ``TooManyRequests``, ...),
+    :class:`~app.client.errors.InvalidResponse` for a 2xx answer that is not a JSON object, and
+    :class:`~app.client.errors.ConnectionFailed` when no answer came. Nothing is retried here (the
+    reflectors of :class:`app.sources.kubernetes.KubernetesSource` back off and retry). Follows
+    client-go's ``rest.RESTClient``: one transport (connection pool) per configuration, the answer's
+    ``Status`` turned into apimachinery's typed error (``rest.Result.Error``).
+
+    Args:
+        configuration: where the server is and how to authenticate (:func:`app.client.config.load_configuration`).
+        max_connections: size of the connection pool: one per concurrent watch plus room for writes.
+            A request that finds the pool full waits for a free connection (up to its timeout).
+        timeout: read timeout of each request except watches, seconds (connecting: 5 s).
+
+    Raises:
+        kubernetes.config.ConfigException: the configuration's URL or TLS files are unusable.
+        ValueError: ``max_connections`` < 1 or ``timeout`` <= 0.
+    """
+
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        *,
+        max_connections: int = 10,
+        timeout: float = REQUEST_TIMEOUT,
+    ) -> None:
+        self.configuration = configuration
+        self.settings = connection_settings(configuration)
+        self.timeout = float(timeout)
+        self.max_connections = max_connections
+        self._http = httpx.AsyncClient(**http_options(self.settings, max_connections, self.timeout))
+
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | None = None, *, in_cluster: bool = False, context: str | None = None, **kwargs: Any
+    ) -> AsyncClient:
+        """A client for the configuration :func:`~app.client.config.load_configuration` finds (kubeconfig
+        ``context``, or in-cluster); ``kwargs`` go to the constructor.
+
+        Raises:
+            kubernetes.config.ConfigException: no usable configuration.
+            OSError: the kubeconfig could not be read.
+        """
+        return cls(load_configuration(kubeconfig, in_cluster=in_cluster, context=context), **kwargs)
+
+    @property
+    def host(self) -> str:
+        """The server URL (``https://host:6443``)."""
+        return self.settings.base_url
+
+    async def aclose(self) -> None:
+        """Close the connection pool (open watch streams end). Safe to call twice."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Send one request and return the answer's JSON object (``{}`` for an empty 2xx answer).
+
+        Args:
+            method: ``GET``, ``POST``, ``PUT``, ``PATCH`` or ``DELETE``.
+            path: absolute API path.
+            params: query parameters.
+            body: JSON-encodable body, sent as ``content_type``; None sends none.
+            timeout: read timeout in seconds for this request (default: the client's).
+
+        Raises:
+            ApiError: the typed error of a non-2xx answer (see the class docstring).
+            InvalidResponse: a 2xx answer that is not a JSON object.
+            ConnectionFailed: no answer (refused, reset, TLS failure, timeout).
+            ValueError: ``path`` is not absolute.
+        """
+        req = build_request(
+            self._http,
+            self.settings,
+            method,
+            path,
+            params=params,
+            body=body,
+            content_type=content_type,
+            read_timeout=timeout or self.timeout,
+        )
+        try:
+            resp = await self._http.send(req)
+        except httpx.HTTPError as exc:
+            raise connection_failed(req, exc) from exc
+        return decode_answer(req, resp)
+
+    async def get(self, path: str, params: Params | None = None) -> dict[str, Any]:
+        """GET one object (or one unpaginated list).
+
+        Raises:
+            NotFound: no such object. Otherwise as :meth:`request`.
+        """
+        return await self.request("GET", path, params=params)
+
+    async def list(self, path: str, *, params: Params | None = None, limit: int = DEFAULT_PAGE_SIZE) -> ListResult:
+        """LIST a collection page by page (``limit``/``continue``, client-go's pager); a continue token
+        that expired (410) restarts the list once without pagination.
+
+        Raises:
+            NotFound, Forbidden: the collection does not exist (CRD not installed) or RBAC refuses it.
+            InvalidResponse: a page is not a list. Otherwise as :meth:`request`.
+        """
+        pager = Pager(limit)
+        while (page := pager.next_params()) is not None:
+            try:
+                body = await self.request("GET", path, params={**(params or {}), **page})
+            except Gone:
+                if not pager.restart_if_expired():
+                    raise
+                continue
+            pager.add_page(body)
+        return pager.result
+
+    async def watch(
+        self,
+        path: str,
+        *,
+        resource_version: str | None = None,
+        timeout_seconds: int = 300,
+        params: Params | None = None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """WATCH the collection ``path`` from ``resource_version`` with bookmarks; yield each event as it arrives.
+
+        The stream ends when the server closes it (after ``timeout_seconds``). ``ERROR`` events are
+        yielded as they come (their object is a ``Status``; see :func:`app.client.errors.error_from_status`).
+        Close the iterator (``contextlib.aclosing``) or cancel the task to end the stream early: its
+        connection is closed at once.
+
+        Raises:
+            Gone: the resourceVersion is too old (HTTP 410 before the stream starts).
+            NotFound, Forbidden: the collection does not exist or RBAC refuses it.
+            InvalidResponse: a line of the stream cannot be decoded.
+            ConnectionFailed: no answer, or the stream broke (no final chunk) or stalled past
+                ``timeout_seconds`` + 30 s. Otherwise as :meth:`request`.
+        """
+        req = build_request(
+            self._http,
+            self.settings,
+            "GET",
+            path,
+            params=watch_params(resource_version, timeout_seconds, dict(params or {})),
+            read_timeout=timeout_seconds + WATCH_READ_SLACK,
+        )
+        try:
+            resp = await self._http.send(req, stream=True)
+        except httpx.HTTPError as exc:
+            raise connection_failed(req, exc) from exc
+        try:
+            if not 200 <= resp.status_code < 300:
+                try:
+                    content = await resp.aread()
+                except httpx.HTTPError:
+                    content = b""
+                raise error_from_response(resp.status_code, content, resp.headers.get("Retry-After"))
+            lines = resp.aiter_lines()
+            while True:
+                try:
+                    line = await anext(lines)
+                except StopAsyncIteration:
+                    return
+                except httpx.HTTPError as exc:
+                    raise connection_failed(req, exc) from exc
+                if line.strip():
+                    yield decode_event(line)
+        finally:
+            await resp.aclose()
+
+    async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to the collection ``path``; returns the created object.
+
+        Raises:
+            AlreadyExists: an object of that name exists. Otherwise as :meth:`request`.
+        """
+        return await self.request("POST", path, body=body)
+
+    async def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT (replace) the object at ``path`` (or its ``/status``); returns the stored object.
+
+        Raises:
+            Conflict: ``metadata.resourceVersion`` is stale. NotFound: no such object. Otherwise as :meth:`request`.
+        """
+        return await self.request("PUT", path, body=body)
+
+    async def merge_patch(self, path: str, patch: dict[str, Any], *, subresource: str | None = None) -> dict[str, Any]:
+        """PATCH the object at ``path`` (``path/subresource`` when given) with a JSON merge patch (RFC 7386).
+
+        Raises:
+            NotFound: no such object. Otherwise as :meth:`request`.
+        """
+        target = f"{path}/{subresource}" if subresource else path
+        return await self.request("PATCH", target, body=patch, content_type=MERGE_PATCH)
+
+    async def delete(self, path: str) -> dict[str, Any]:
+        """DELETE the object at ``path``; returns the answer (the object or a ``Status``).
+
+        Raises:
+            NotFound: no such object. Otherwise as :meth:`request`.
+        """
+        return await self.request("DELETE", path)
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """POST the ``Binding`` of pod ``namespace/name`` to ``node`` with the uid precondition
+        (:func:`app.client.bodies.binding`).
+
+        Raises:
+            Conflict: the pod is already bound or was recreated. NotFound: no such pod.
+            ConnectionFailed: no answer (the message names the pod and the node). Otherwise as :meth:`request`.
+        """
+        path, body = bodies.binding(namespace, name, uid, node)
+        try:
+            await self.request("POST", path, body=body)
+        except ConnectionFailed as exc:
+            raise ConnectionFailed(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
+
+    async def evict(self, namespace: str, name: str, uid: str) -> None:
+        """POST the policy/v1 ``Eviction`` of pod ``namespace/name`` with the uid precondition
+        (:func:`app.client.bodies.eviction`).
+
+        Raises:
+            TooManyRequests: a PodDisruptionBudget blocks it (``retry_after`` when the server gave one).
+            NotFound: no such pod. Conflict: the uid does not match. Otherwise as :meth:`request`.
+        """
+        path, body = bodies.eviction(namespace, name, uid)
+        await self.request("POST", path, body=body)
