@@ -32,6 +32,19 @@ class ConfigError(ValueError):
         self.path = path
 
 
+class ArgsError(ValueError):
+    """A plugin's args are invalid; ``field`` is the path inside the args (``usageThresholds.cpu``).
+
+    Raised by the plugins' factories; the framework reports it as a :class:`ConfigError` at
+    ``pluginConfig[<plugin>].args.<field>`` (upstream's ``ValidateXxxArgs`` field errors).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.detail = message
+
+
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
     """One enabled plugin: its name, score weight (>= 1) and raw args mapping."""

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.cache.podinfo import PodInfo
-from app.framework.config import ConfigError, SchedulerConfig
+from app.framework.config import ArgsError, ConfigError, SchedulerConfig
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import (
     MAX_EXTENDER_PRIORITY,
@@ -34,15 +34,6 @@ from app.framework.interfaces import (
 )
 from app.framework.registry import Registry
 from app.framework.status import SUCCESS, Status
-
-
-class ArgsError(ValueError):
-    """A plugin's args are invalid; ``field`` is the path inside the args (``usageThresholds.cpu``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.detail = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from app.cache.podinfo import PodInfo
+from app.framework.config import ArgsError
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import FilterFailures, Handle, NodeBatch
-from app.framework.runtime import ArgsError
 from app.framework.status import Status
 
 NAME = "NodeResourcesFit"
