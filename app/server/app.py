@@ -20,8 +20,9 @@ from fastapi.exceptions import RequestValidationError
 from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
 from app.framework.interfaces import BackgroundPlugin, Handle
-from app.framework.registry import Registry, default_registry
+from app.framework.registry import Registry
 from app.framework.runtime import Framework
+from app.plugins.registry import default_registry
 from app.server import extender_routes, health_routes, inspect_routes
 from app.server.extender import ExtenderService
 from app.server.metrics import ServiceMetrics
@@ -55,7 +56,8 @@ def build_state(
         ConfigError: a plugin's args are invalid.
     """
     cache = cache or ClusterCache(assumed_pod_ttl=assumed_pod_ttl)
-    framework = Framework(config or default_config(), registry or default_registry(), Handle(cache))
+    registry = registry or default_registry()
+    framework = Framework(config or default_config(registry.names()), registry, Handle(cache))
     metrics = ServiceMetrics(cache, lambda: source)
     return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
 
@@ -73,7 +75,7 @@ def create_app(
 
     Args:
         source: where cluster objects come from and bindings go.
-        config: enabled plugins and their args (default: every default plugin).
+        config: enabled plugins and their args (default: every plugin of ``registry``, in its order).
         registry: plugin factories (default: the in-tree plugins).
         cache: an existing cache (tests); a new one otherwise.
         assumed_pod_ttl: seconds an unconfirmed assumed pod is kept after binding.

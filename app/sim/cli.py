@@ -59,7 +59,7 @@ def sim(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from app.framework.config import ConfigError
-    from app.framework.registry import default_registry
+    from app.plugins.registry import default_registry
     from app.sim.errors import SimInputError
     from app.sim.experiment import load_trace, run_one
     from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy

@@ -28,7 +28,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +83,8 @@ class _PodState:
 class DeviceShare:
     """See the module docstring."""
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
@@ -56,6 +56,8 @@ RECENT_EVICTIONS = 100
 class ElasticQuota(CacheListener):
     """Quota admission at PreFilter, quota-aware preemption and over-use revoke. See the module docstring."""
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:

@@ -11,7 +11,7 @@ request even when empty can never fit and is UnschedulableAndUnresolvable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,6 +42,8 @@ class NodeResourcesFit:
     Units: cpu-like resources in milli (batch-cpu is already milli), others in base units.
     """
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, handle: Handle) -> None:
