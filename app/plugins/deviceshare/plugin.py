@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.cache.podinfo import PodInfo
+from app.client.errors import NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import MAX_NODE_SCORE, FilterFailures, Handle, NodeBatch
 from app.framework.status import SUCCESS, Status
@@ -55,7 +56,6 @@ from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
-from app.server.wire import error_response
 from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
@@ -451,11 +451,15 @@ class DeviceShare:
         """NodeDeviceSummary of every node the plugin tracks, keyed by node name."""
         return {name: node_summary(nd) for name, nd in sorted(self.devices.nodes.items())}
 
-    async def one_summary(self, nodeName: str) -> Any:
-        """NodeDeviceSummary of one node; 404 ``cannot find node <name>`` when untracked."""
+    async def one_summary(self, nodeName: str) -> dict[str, Any]:
+        """NodeDeviceSummary of one node.
+
+        Raises:
+            NotFound: the node is not tracked (``cannot find node <name>``; the server answers 404).
+        """
         nd = self.devices.nodes.get(nodeName)
         if nd is None:
-            return error_response(f"cannot find node {nodeName}", 404)
+            raise NotFound(f"cannot find node {nodeName}")
         return node_summary(nd)
 
 

@@ -30,6 +30,7 @@ from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
+from app.client.errors import NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import Handle
 from app.framework.status import SUCCESS, Status
@@ -41,7 +42,6 @@ from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
 from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
-from app.server.wire import error_response
 from app.sources.base import WriteError
 
 log = logging.getLogger(__name__)
@@ -249,13 +249,17 @@ class ElasticQuota(CacheListener):
         """Every quota's summary (upstream ``GET /quotas``), by name."""
         return quota_summaries(self.manager)
 
-    async def _get_quota(self, name: str) -> Any:
-        """One quota's summary with its pods (``podCache``); 404 ``cannot find quota <name>``."""
+    async def _get_quota(self, name: str) -> dict[str, Any]:
+        """One quota's summary with its pods (``podCache``).
+
+        Raises:
+            NotFound: no quota ``name`` (``cannot find quota <name>``; the server answers 404).
+        """
         mgr = self.manager
         mgr.ensure()
         info = mgr.quotas.get(name)
         if info is None:
-            return error_response(f"cannot find quota {name}", 404)
+            raise NotFound(f"cannot find quota {name}")
         mgr.refresh_runtime(name)
         return quota_summary(mgr, info, include_pods=True)
 
