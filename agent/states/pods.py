@@ -15,13 +15,13 @@ from app.api.koordext import (
     BATCH_CPU,
     BATCH_MEMORY,
     LABEL_POD_PRIORITY,
-    LABEL_POD_QOS,
     PriorityClass,
     QoSClass,
-    qos_by_name,
+    koordinator_classes,
+    qos_class_raw,
 )
+from app.api.kubeqos import BURSTABLE, PodSpecError, kube_qos_class
 from app.api.quantity import QuantityError, parse_resource_list
-from app.cache.podinfo import PodError, koordinator_classes, kube_qos_class
 
 log = logging.getLogger("agent.states")
 
@@ -147,10 +147,10 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
     if not kube_qos:
         try:
             kube_qos = kube_qos_class(spec)
-        except PodError as exc:  # the API server refuses such pods; only hand-written files get here
+        except PodSpecError as exc:  # the API server refuses such pods; only hand-written files get here
             log.warning("pod %s/%s: %s; treated as Burstable", meta.get("namespace"), meta.get("name"), exc)
-            kube_qos = "Burstable"
-    qos_raw = qos_by_name(labels.get(LABEL_POD_QOS))
+            kube_qos = BURSTABLE
+    qos_raw = qos_class_raw(labels)
     priority = spec.get("priority") if isinstance(spec.get("priority"), int) else None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
     uid = str(meta.get("uid") or "")

@@ -6,6 +6,7 @@ Mirrors ``apis/extension/priority.go``, ``priority_utils.go``, ``qos.go``, ``qos
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 # Labels, annotations and resource names exactly as upstream spells them.
@@ -84,6 +85,19 @@ def priority_class_by_value(priority: int | None) -> PriorityClass:
     return PriorityClass.NONE
 
 
+def qos_class_raw(labels: Mapping[str, str]) -> QoSClass:
+    """``GetPodQoSClassRaw``: the ``koordinator.sh/qosClass`` label's class; NONE when absent or unknown."""
+    return qos_by_name(labels.get(LABEL_POD_QOS))
+
+
+def priority_class_raw(labels: Mapping[str, str], priority: int | None) -> PriorityClass:
+    """``GetPodPriorityClassRaw``: the ``koordinator.sh/priority-class`` label when present (by name
+    only, NONE when unknown), else the band of ``spec.priority`` (NONE outside every band or unset)."""
+    if LABEL_POD_PRIORITY_CLASS in labels:
+        return priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
+    return priority_class_by_value(priority)
+
+
 def qos_from_kube_qos(kube_qos: str) -> QoSClass:
     """Guaranteed -> LSR, Burstable -> LS, BestEffort -> BE (``GetPodQoSClassWithKubeQoS``)."""
     return {"Guaranteed": QoSClass.LSR, "Burstable": QoSClass.LS, "BestEffort": QoSClass.BE}.get(
@@ -111,3 +125,21 @@ def translate_resource_name(priority_class: PriorityClass, resource: str) -> str
     if priority_class == PriorityClass.MID:
         return {"cpu": MID_CPU, "memory": MID_MEMORY}.get(resource, resource)
     return resource
+
+
+def koordinator_classes(
+    labels: Mapping[str, str], priority: int | None, kube_qos: str
+) -> tuple[QoSClass, PriorityClass]:
+    """A pod's Koordinator QoS class and priority class, with upstream's defaults.
+
+    QoS: the ``koordinator.sh/qosClass`` label, else derived from the Kubernetes QoS class
+    ``kube_qos`` (``GetPodQoSClassWithDefault``). Priority class: :func:`priority_class_raw`, else
+    from the QoS class (``GetPodPriorityClassWithDefault``). ``priority`` is ``spec.priority``.
+    """
+    qos = qos_class_raw(labels)
+    if qos == QoSClass.NONE:
+        qos = qos_from_kube_qos(kube_qos)
+    pclass = priority_class_raw(labels, priority)
+    if pclass == PriorityClass.NONE:
+        pclass = priority_class_from_qos(qos)
+    return qos, pclass
