@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from app.plugins.elasticquota import names as n
+from app.api import elasticquota as n
 from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, errored, patched
 from webhooks.elasticquota.topology import QuotaCheckError, QuotaTopology, parse_quota
 from webhooks.registry import WebhookContext

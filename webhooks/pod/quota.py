@@ -26,10 +26,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from app.api import elasticquota as n
 from app.api.kinds import object_key
 from app.cache.listener import CacheListener
 from app.cache.snapshot import ClusterCache
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.manager import QuotaManager
 from webhooks.pod.podview import labels_of

@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from app.api import elasticquota as n
 from app.cache.podinfo import PodInfo
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.calculator import ChildQuota, RuntimeCalculator
-from app.plugins.elasticquota.quotainfo import PodEntry, QuotaInfo, QuotaSpecError, quota_from_object
+from app.plugins.elasticquota.quotainfo import PodEntry, QuotaInfo, quota_from_object
 from app.plugins.elasticquota.resourcelist import (
     ResourceList,
     add,
@@ -209,7 +209,7 @@ class QuotaManager:
         if obj is not None:
             try:
                 spec = quota_from_object(obj)
-            except QuotaSpecError:
+            except n.QuotaSpecError:
                 return info
             if spec.max:
                 info.max = spec.max
@@ -237,7 +237,7 @@ class QuotaManager:
                 continue
             try:
                 quotas[name] = quota_from_object(obj)
-            except QuotaSpecError as exc:
+            except n.QuotaSpecError as exc:
                 self.rejected[name] = str(exc)
                 log.warning("ignoring ElasticQuota %s: %s", name, exc)
         self.namespace_index = {}

@@ -26,6 +26,7 @@ import logging
 from collections import deque
 from typing import Any, ClassVar
 
+from app.api import elasticquota as n
 from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
@@ -34,7 +35,6 @@ from app.client.errors import NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import Handle
 from app.framework.status import SUCCESS, Status
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs, decode_args
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.preempt import select_victims

@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
+from app.api import elasticquota as n
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
 from app.sources.base import WriteError
