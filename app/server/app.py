@@ -30,7 +30,8 @@ from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
 from app.server.wire import error_response
 from app.sources.base import Source
-from webhooks.registry import WebhookContext, all_webhooks
+from webhooks.registry import all_webhooks
+from webhooks.webhook import WebhookContext
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +126,8 @@ def create_app(
     app.include_router(inspect_routes.router)
     app.include_router(health_routes.router)
     inspect_routes.install_plugin_routes(app, state)
-    install_webhooks(app, all_webhooks(), WebhookContext(state.cache, source))
+    app.state.webhook_context = WebhookContext(state.cache, source)
+    install_webhooks(app, all_webhooks(), app.state.webhook_context)
     return app
 
 

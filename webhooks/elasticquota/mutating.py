@@ -16,7 +16,7 @@ import orjson
 from app.api import elasticquota as n
 from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, errored, patched
 from webhooks.elasticquota.topology import QuotaCheckError, QuotaTopology, parse_quota
-from webhooks.registry import WebhookContext
+from webhooks.webhook import WebhookContext
 
 PATH = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.api.koordext import PriorityClass, QoSClass, priority_class_raw, qos_class_raw
 from app.cache.podinfo import PodError, PodInfo, parse_pod
-from webhooks.registry import AdmissionError
+from webhooks.webhook import AdmissionError
 
 
 def labels_of(pod: dict[str, Any]) -> dict[str, str]:
