@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from types import MappingProxyType
 
 # Labels, annotations and resource names exactly as upstream spells them.
 LABEL_POD_QOS = "koordinator.sh/qosClass"
@@ -22,6 +23,8 @@ ANNOTATION_CUSTOM_ESTIMATED_SECONDS_AFTER_POD_SCHEDULED = (
 ANNOTATION_CUSTOM_ESTIMATED_SECONDS_AFTER_INITIALIZED = (
     "scheduling.koordinator.sh/load-estimated-seconds-after-initialized"
 )
+#: The batch requests and limits of each container, JSON (``AnnotationExtendedResourceSpec``).
+ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
 BATCH_MEMORY = "kubernetes.io/batch-memory"
@@ -56,6 +59,14 @@ PRIORITY_BANDS: tuple[tuple[PriorityClass, int, int], ...] = (
     (PriorityClass.MID, 7000, 7999),
     (PriorityClass.BATCH, 5000, 5999),
     (PriorityClass.FREE, 3000, 3999),
+)
+
+#: ``ResourceNameMap``: priority class -> native resource -> the extended resource it asks for instead.
+RESOURCE_NAME_MAP: Mapping[PriorityClass, Mapping[str, str]] = MappingProxyType(
+    {
+        PriorityClass.BATCH: MappingProxyType({"cpu": BATCH_CPU, "memory": BATCH_MEMORY}),
+        PriorityClass.MID: MappingProxyType({"cpu": MID_CPU, "memory": MID_MEMORY}),
+    }
 )
 
 
@@ -118,13 +129,9 @@ def translate_resource_name(priority_class: PriorityClass, resource: str) -> str
     """The resource a pod of ``priority_class`` really requests for ``resource``.
 
     batch: cpu -> kubernetes.io/batch-cpu, memory -> kubernetes.io/batch-memory; mid likewise with
-    mid-*; everything else unchanged (``TranslateResourceNameByPriorityClass``).
+    mid-*; everything else unchanged (``TranslateResourceNameByPriorityClass``, over :data:`RESOURCE_NAME_MAP`).
     """
-    if priority_class == PriorityClass.BATCH:
-        return {"cpu": BATCH_CPU, "memory": BATCH_MEMORY}.get(resource, resource)
-    if priority_class == PriorityClass.MID:
-        return {"cpu": MID_CPU, "memory": MID_MEMORY}.get(resource, resource)
-    return resource
+    return RESOURCE_NAME_MAP.get(priority_class, {}).get(resource, resource)
 
 
 def koordinator_classes(
