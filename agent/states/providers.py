@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from app.api.kinds import KINDS
-from app.sources.files import SourceError, files_under, load_objects
+from app.api.manifests import ManifestError, files_under, load_objects
 
 if TYPE_CHECKING:
     import kubernetes.client
@@ -91,7 +91,7 @@ class FileStates(StatesProvider):
             if state == self._state:
                 return False
             objects = load_objects(self.cluster)
-        except (SourceError, OSError) as exc:
+        except (ManifestError, OSError) as exc:
             raise StatesError(f"{self.description}: {exc}") from None
         self._state = state
         self.pods = [
