@@ -13,8 +13,6 @@ from typing import Any
 from agent.cgroups import CgroupLayout, CgroupPathError
 from app.api.koordext import (
     BATCH_CPU,
-    BATCH_MEMORY,
-    LABEL_POD_PRIORITY,
     PriorityClass,
     QoSClass,
     koordinator_classes,
@@ -80,14 +78,6 @@ class PodMeta:
     def is_be(self) -> bool:
         """BE as the QoS manager counts it: koord label BE or Kubernetes BestEffort (``NonBEPodFilter``)."""
         return self.qos_raw == QoSClass.BE or self.kube_qos == "BestEffort"
-
-    @property
-    def sub_priority(self) -> int:
-        """``koordinator.sh/priority`` label as an int (0 when absent or malformed)."""
-        try:
-            return int(self.labels.get(LABEL_POD_PRIORITY, "0"))
-        except ValueError:
-            return 0
 
     @property
     def eviction_enabled(self) -> bool:
@@ -182,17 +172,3 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
 def batch_cpu_request(pod: PodMeta) -> int:
     """Σ ``kubernetes.io/batch-cpu`` requests (milli-cores) of the containers (``GetPodBEMilliCPURequest``)."""
     return max(pod.requests.get(BATCH_CPU, 0), 0)
-
-
-def batch_memory_limit(pod: PodMeta) -> int | None:
-    """Σ ``kubernetes.io/batch-memory`` limits in bytes, None when any container has none (unlimited)."""
-    if not pod.containers or any(BATCH_MEMORY not in c.limits for c in pod.containers):
-        return None
-    return sum(c.limits[BATCH_MEMORY] for c in pod.containers)
-
-
-def batch_cpu_limit(pod: PodMeta) -> int | None:
-    """Σ ``kubernetes.io/batch-cpu`` limits in milli-cores, None when any container has none (unlimited)."""
-    if not pod.containers or any(BATCH_CPU not in c.limits for c in pod.containers):
-        return None
-    return sum(c.limits[BATCH_CPU] for c in pod.containers)

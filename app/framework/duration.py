@@ -33,19 +33,3 @@ def parse_duration(value: object) -> float:
     if pos == 0:
         raise ValueError(f"invalid duration {value!r}")
     return sign * total
-
-
-def format_duration(seconds: float) -> str:
-    """Format seconds as Go's ``time.Duration.String`` does for whole seconds (``"5m0s"``, ``"1h0m0s"``)."""
-    total = round(seconds)
-    if total == 0:
-        return "0s"
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    h, rem = divmod(total, 3600)
-    m, s = divmod(rem, 60)
-    if h:
-        return f"{sign}{h}h{m}m{s}s"
-    if m:
-        return f"{sign}{m}m{s}s"
-    return f"{sign}{s}s"
