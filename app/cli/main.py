@@ -210,8 +210,8 @@ def _register_subcommands() -> None:
     from agent.cli import agent
     from app.cli.certs import certs
     from app.cli.quota import quota_app
+    from app.cli.sim import sim
     from app.manager.cli import manager
-    from app.sim.cli import sim
 
     cli.command(name="agent")(agent)
     cli.command(name="manager")(manager)
