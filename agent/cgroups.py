@@ -283,39 +283,9 @@ def read_text(path: Path) -> str:
         return f.read().decode().strip()
 
 
-def read_cpu_usage_ns(layout: CgroupLayout, rel_dir: str) -> int:
-    """Cumulative CPU time of ``rel_dir`` in nanoseconds: v1 ``cpuacct.usage``, v2 ``cpu.stat`` usage_usec * 1000.
-
-    Raises:
-        OSError: the cgroup or file is missing.
-    """
-    if layout.version == CgroupVersion.V1:
-        return int(read_text(layout.dir_path("cpuacct", rel_dir) / "cpuacct.usage"))
-    for line in read_text(layout.dir_path("cpu", rel_dir) / "cpu.stat").splitlines():
-        if line.startswith("usage_usec "):
-            return int(line.split()[1]) * 1000
-    raise OSError(f"no usage_usec in {rel_dir}/cpu.stat")
-
-
+#: ``memory.stat`` keys summed into the working set (``total_*`` on v1), as upstream's ``MemoryUsageWithoutPageCache``.
 _V1_MEM_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable")
 _V2_MEM_KEYS = (b"inactive_anon", b"active_anon", b"unevictable")
-
-
-def read_memory_working_set(layout: CgroupLayout, rel_dir: str) -> int:
-    """Memory of ``rel_dir`` without page cache, bytes: inactive_anon + active_anon + unevictable of
-    ``memory.stat`` (``total_*`` on v1), as upstream's ``MemoryUsageWithoutPageCache``.
-
-    Raises:
-        OSError: the cgroup or file is missing.
-    """
-    keys = _V1_MEM_KEYS if layout.version == CgroupVersion.V1 else _V2_MEM_KEYS
-    total = 0
-    with open(layout.dir_path("memory", rel_dir) / "memory.stat", "rb") as f:
-        for line in f:
-            name, _, value = line.partition(b" ")
-            if name in keys:
-                total += int(value)
-    return total
 
 
 def read_cfs_quota(layout: CgroupLayout, rel_dir: str) -> tuple[int, int]:
@@ -462,7 +432,7 @@ class CgroupStatReader:
         return found
 
     def cpu_ns(self, rel_dir: str) -> int:
-        """Cumulative CPU time of ``rel_dir``, nanoseconds (as :func:`read_cpu_usage_ns`).
+        """Cumulative CPU time of ``rel_dir``, nanoseconds: v1 ``cpuacct.usage``, v2 ``cpu.stat`` usage_usec * 1000.
 
         Raises:
             OSError: the cgroup or file is missing. CgroupPathError: the dir leaves kubepods.
@@ -476,7 +446,8 @@ class CgroupStatReader:
         raise OSError(f"no usage_usec in {rel_dir}/cpu.stat")
 
     def memory(self, rel_dir: str) -> int:
-        """Memory working set of ``rel_dir``, bytes (as :func:`read_memory_working_set`).
+        """Memory of ``rel_dir`` without page cache, bytes: inactive_anon + active_anon + unevictable of
+        ``memory.stat`` (``total_*`` on v1).
 
         Raises:
             OSError: the cgroup or file is missing. CgroupPathError: the dir leaves kubepods.

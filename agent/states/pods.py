@@ -13,15 +13,13 @@ from typing import Any
 from agent.cgroups import CgroupLayout, CgroupPathError
 from app.api.koordext import (
     BATCH_CPU,
-    BATCH_MEMORY,
-    LABEL_POD_PRIORITY,
-    LABEL_POD_QOS,
     PriorityClass,
     QoSClass,
-    qos_by_name,
+    koordinator_classes,
+    qos_class_raw,
 )
+from app.api.kubeqos import BURSTABLE, PodSpecError, kube_qos_class
 from app.api.quantity import QuantityError, parse_resource_list
-from app.cache.podinfo import PodError, koordinator_classes, kube_qos_class
 
 log = logging.getLogger("agent.states")
 
@@ -82,14 +80,6 @@ class PodMeta:
         return self.qos_raw == QoSClass.BE or self.kube_qos == "BestEffort"
 
     @property
-    def sub_priority(self) -> int:
-        """``koordinator.sh/priority`` label as an int (0 when absent or malformed)."""
-        try:
-            return int(self.labels.get(LABEL_POD_PRIORITY, "0"))
-        except ValueError:
-            return 0
-
-    @property
     def eviction_enabled(self) -> bool:
         """False only when the ``koordinator.sh/eviction-enabled`` label says ``false``."""
         return self.labels.get(LABEL_EVICTION_ENABLED, "").lower() != "false"
@@ -147,10 +137,10 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
     if not kube_qos:
         try:
             kube_qos = kube_qos_class(spec)
-        except PodError as exc:  # the API server refuses such pods; only hand-written files get here
+        except PodSpecError as exc:  # the API server refuses such pods; only hand-written files get here
             log.warning("pod %s/%s: %s; treated as Burstable", meta.get("namespace"), meta.get("name"), exc)
-            kube_qos = "Burstable"
-    qos_raw = qos_by_name(labels.get(LABEL_POD_QOS))
+            kube_qos = BURSTABLE
+    qos_raw = qos_class_raw(labels)
     priority = spec.get("priority") if isinstance(spec.get("priority"), int) else None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
     uid = str(meta.get("uid") or "")
@@ -182,17 +172,3 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
 def batch_cpu_request(pod: PodMeta) -> int:
     """Σ ``kubernetes.io/batch-cpu`` requests (milli-cores) of the containers (``GetPodBEMilliCPURequest``)."""
     return max(pod.requests.get(BATCH_CPU, 0), 0)
-
-
-def batch_memory_limit(pod: PodMeta) -> int | None:
-    """Σ ``kubernetes.io/batch-memory`` limits in bytes, None when any container has none (unlimited)."""
-    if not pod.containers or any(BATCH_MEMORY not in c.limits for c in pod.containers):
-        return None
-    return sum(c.limits[BATCH_MEMORY] for c in pod.containers)
-
-
-def batch_cpu_limit(pod: PodMeta) -> int | None:
-    """Σ ``kubernetes.io/batch-cpu`` limits in milli-cores, None when any container has none (unlimited)."""
-    if not pod.containers or any(BATCH_CPU not in c.limits for c in pod.containers):
-        return None
-    return sum(c.limits[BATCH_CPU] for c in pod.containers)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.api.kinds import KINDS
+from app.api.manifests import ManifestError, files_under, load_objects
 from app.client.errors import ApiError, NotFound
-from app.sources.files import SourceError, files_under, load_objects
 
 if TYPE_CHECKING:
     from app.client.sync import Client
@@ -90,7 +90,7 @@ class FileStates(StatesProvider):
             if state == self._state:
                 return False
             objects = load_objects(self.cluster)
-        except (SourceError, OSError) as exc:
+        except (ManifestError, OSError) as exc:
             raise StatesError(f"{self.description}: {exc}") from None
         self._state = state
         self.pods = [

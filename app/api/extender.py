@@ -1,8 +1,11 @@
 """The kube-scheduler extender v1 wire protocol (k8s.io/kube-scheduler/extender/v1).
 
 The Go types carry no JSON tags, so keys are the capitalised Go field names; nil fields arrive as
-``null``. Pods and Nodes stay JSON-shaped dicts here: the scheduler parses only what it needs
-(:func:`app.cache.podinfo.parse_pod`), which keeps the hot path cheap.
+``null``. Only the request bodies are modelled (validated at the edge); the answers
+(ExtenderFilterResult, HostPriorityList, ExtenderPreemptionResult, ExtenderBindingResult) are built
+as plain dicts by :mod:`app.server.extender`. Pods and Nodes stay JSON-shaped dicts here: the
+scheduler parses only what it needs (:func:`app.cache.podinfo.parse_pod`), which keeps the hot
+path cheap.
 """
 
 from __future__ import annotations
@@ -10,9 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-#: Highest score an extender may return (``MaxExtenderPriority``).
-MAX_EXTENDER_PRIORITY = 10
 
 
 class _Wire(BaseModel):
@@ -35,24 +35,6 @@ class ExtenderArgs(_Wire):
     Pod: dict[str, Any]
     Nodes: NodeList | None = None
     NodeNames: list[str] | None = None
-
-
-class ExtenderFilterResult(_Wire):
-    """Answer of filter. ``FailedNodes``: unschedulable here, preemption may help;
-    ``FailedAndUnresolvableNodes``: preemption cannot help; ``Error``: the call failed."""
-
-    Nodes: NodeList | None = None
-    NodeNames: list[str] | None = None
-    FailedNodes: dict[str, str] = Field(default_factory=dict)
-    FailedAndUnresolvableNodes: dict[str, str] = Field(default_factory=dict)
-    Error: str = ""
-
-
-class HostPriority(_Wire):
-    """One node's score, 0..MAX_EXTENDER_PRIORITY."""
-
-    Host: str
-    Score: int
 
 
 class MetaPod(_Wire):
@@ -83,12 +65,6 @@ class ExtenderPreemptionArgs(_Wire):
     NodeNameToMetaVictims: dict[str, MetaVictims] | None = None
 
 
-class ExtenderPreemptionResult(_Wire):
-    """Answer of preempt: the nodes (and victims) the extender allows."""
-
-    NodeNameToMetaVictims: dict[str, MetaVictims] = Field(default_factory=dict)
-
-
 class ExtenderBindingArgs(_Wire):
     """Body of bind."""
 
@@ -96,9 +72,3 @@ class ExtenderBindingArgs(_Wire):
     PodNamespace: str
     PodUID: str
     Node: str
-
-
-class ExtenderBindingResult(_Wire):
-    """Answer of bind: empty ``Error`` on success."""
-
-    Error: str = ""

@@ -1,8 +1,9 @@
-"""Kubernetes meta/core types shared by Koordinator's kinds.
+"""Kubernetes meta types embedded by the Koordinator kinds the service parses with pydantic.
 
-Pydantic v2 counterparts of the parts of ``k8s.io/apimachinery/pkg/apis/meta/v1`` and
-``k8s.io/api/core/v1`` that Koordinator's CRDs embed (ObjectMeta, references, label selectors,
-conditions, taints, pod templates), plus :class:`KubeObject`, the base of every top-level kind.
+Pydantic v2 counterparts of the parts of ``k8s.io/apimachinery/pkg/apis/meta/v1`` that the
+modelled kinds use (ObjectMeta with its owner references, Condition), plus :class:`KubeObject`,
+the base of every top-level kind. Only NodeMetric (:mod:`app.api.slo`) is modelled whole; the
+NodeSLO spec and the slo-controller ConfigMap parts are modelled from their spec down.
 
 Conventions shared by every model in :mod:`app.api`:
 
@@ -17,7 +18,7 @@ Conventions shared by every model in :mod:`app.api`:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
@@ -61,18 +62,6 @@ class OwnerReference(KubeModel):
     block_owner_deletion: bool | None = None
 
 
-class ObjectReference(KubeModel):
-    """``corev1.ObjectReference``: a pointer to another object; every field is optional."""
-
-    kind: str | None = None
-    namespace: str | None = None
-    name: str | None = None
-    uid: str | None = None
-    api_version: str | None = None
-    resource_version: str | None = None
-    field_path: str | None = None
-
-
 class ObjectMeta(KubeModel):
     """``metav1.ObjectMeta``: name, namespace, identity, labels and annotations of an object.
 
@@ -94,21 +83,6 @@ class ObjectMeta(KubeModel):
     finalizers: list[str] | None = None
 
 
-class LabelSelectorRequirement(KubeModel):
-    """One ``matchExpressions`` entry: ``key`` ``operator`` (In/NotIn/Exists/DoesNotExist) ``values``."""
-
-    key: str
-    operator: str
-    values: list[str] | None = None
-
-
-class LabelSelector(KubeModel):
-    """``metav1.LabelSelector``: ``matchLabels`` and ``matchExpressions`` are ANDed."""
-
-    match_labels: dict[str, str] | None = None
-    match_expressions: list[LabelSelectorRequirement] | None = None
-
-
 class Condition(KubeModel):
     """``metav1.Condition``: a typed status condition (``status`` is True/False/Unknown).
 
@@ -122,22 +96,6 @@ class Condition(KubeModel):
     last_transition_time: datetime
     reason: str
     message: str
-
-
-class Taint(KubeModel):
-    """``corev1.Taint``: ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
-
-    key: str
-    value: str | None = None
-    effect: str
-    time_added: datetime | None = None
-
-
-class PodTemplateSpec(KubeModel):
-    """``corev1.PodTemplateSpec``: pod metadata plus the pod spec, kept as raw JSON."""
-
-    metadata: ObjectMeta | None = None
-    spec: dict[str, Any] | None = None
 
 
 class KubeObject(KubeModel):

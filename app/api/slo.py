@@ -1,4 +1,9 @@
-"""Koordinator SLO kinds: NodeMetric (usage reports) and NodeSLO (per-node QoS strategy).
+"""Koordinator SLO kinds: NodeMetric (usage reports) and the NodeSLO spec (per-node QoS strategy).
+
+The models the agent and the manager parse at their edges: the agent checks each NodeMetric it
+writes against :class:`NodeMetric` and reads its NodeSLO through :class:`NodeSLOSpec`; the
+manager checks the slo-controller ConfigMap's strategies against the strategy models. (The
+scheduler reads NodeMetrics from their JSON in :mod:`app.plugins.loadaware.metricview`.)
 
 Group ``slo.koordinator.sh/v1alpha1``. Follows upstream's ``apis/slo/v1alpha1/nodemetric_types.go``,
 ``nodeslo_types.go``, ``resources.go`` and ``host_application.go``. Percent fields are ints in
@@ -366,22 +371,3 @@ class NodeSLOSpec(KubeModel):
     system_strategy: SystemStrategy | None = None
     extensions: dict[str, Any] | None = None
     host_applications: list[HostApplicationSpec] | None = None
-
-
-class NodeSLOStatus(KubeModel):
-    """``NodeSLO.status``: empty upstream; unknown fields are kept."""
-
-
-class NodeSLO(KubeObject):
-    """NodeSLO: cluster-scoped, named after its node; rendered by the slo-controller.
-
-    Follows ``apis/slo/v1alpha1/nodeslo_types.go``.
-    """
-
-    KIND: ClassVar[str] = "NodeSLO"
-    API_VERSION: ClassVar[str] = KINDS["NodeSLO"].api_version
-
-    api_version: str = Field(default=API_VERSION, alias="apiVersion")
-    kind: str = KIND
-    spec: NodeSLOSpec = Field(default_factory=NodeSLOSpec)
-    status: NodeSLOStatus = Field(default_factory=NodeSLOStatus)

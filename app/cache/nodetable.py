@@ -83,10 +83,6 @@ class NodeTable:
             self._columns[key] = col
         return col
 
-    def has_column(self, key: str) -> bool:
-        """Whether column ``key`` exists."""
-        return key in self._columns
-
     def rows_of(self, names: list[str]) -> tuple[npt.NDArray[np.int64], list[int]]:
         """Rows for ``names`` in order, and the positions of names that have no row.
 

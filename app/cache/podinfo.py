@@ -4,7 +4,8 @@ Requests and limits follow Kubernetes' ``PodRequests`` / ``PodLimits``
 (k8s.io/component-helpers/resource): the sum over app containers, at least the largest init
 container (restartable "sidecar" init containers add to both), plus ``spec.overhead``.
 QoS and priority class follow Koordinator's ``GetPodQoSClassWithDefault`` and
-``GetPodPriorityClassWithDefault``.
+``GetPodPriorityClassWithDefault`` (:func:`app.api.koordext.koordinator_classes`); the Kubernetes
+QoS class, when ``status.qosClass`` is absent, is :func:`app.api.kubeqos.kube_qos_class`.
 """
 
 from __future__ import annotations
@@ -12,17 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.api.koordext import (
-    LABEL_POD_PRIORITY_CLASS,
-    LABEL_POD_QOS,
-    PriorityClass,
-    QoSClass,
-    priority_class_by_name,
-    priority_class_by_value,
-    priority_class_from_qos,
-    qos_by_name,
-    qos_from_kube_qos,
-)
+from app.api.koordext import PriorityClass, QoSClass, koordinator_classes
+from app.api.kubeqos import PodSpecError, kube_qos_class
 from app.api.quantity import QuantityError, parse_resource_list
 from app.api.timeparse import parse_time
 
@@ -141,55 +133,6 @@ def _aggregate(spec: dict[str, Any], use_limits: bool) -> dict[str, int]:
     return total
 
 
-def kube_qos_class(spec: dict[str, Any]) -> str:
-    """Compute the Kubernetes QoS class of a pod spec (k8s.io/kubectl/pkg/util/qos.GetPodQOS).
-
-    Only cpu and memory count. BestEffort: no requests or limits at all; Guaranteed: every
-    container limits cpu and memory and requests (defaulted to limits) equal limits; else Burstable.
-    """
-    requests: dict[str, int] = {}
-    limits: dict[str, int] = {}
-    guaranteed = True
-    containers = _list(spec.get("containers"), "spec.containers") + _list(
-        spec.get("initContainers"), "spec.initContainers"
-    )
-    for i, c in enumerate(containers):
-        req, lim = _container_resources(_mapping(c, f"containers[{i}]"), f"containers[{i}]")
-        for name in ("cpu", "memory"):
-            if req.get(name, 0) > 0:
-                requests[name] = requests.get(name, 0) + req[name]
-            if lim.get(name, 0) > 0:
-                limits[name] = limits.get(name, 0) + lim[name]
-        if not all(lim.get(n, 0) > 0 for n in ("cpu", "memory")):
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    # Requests left unset were defaulted to limits by the API server; compare the sums.
-    if guaranteed and all(limits.get(n) == v for n, v in requests.items()):
-        return "Guaranteed"
-    return "Burstable"
-
-
-def koordinator_classes(labels: dict[str, str], priority: int | None, kube_qos: str) -> tuple[QoSClass, PriorityClass]:
-    """A pod's Koordinator QoS class and priority class, with upstream's defaults.
-
-    QoS: the ``koordinator.sh/qosClass`` label, else derived from the Kubernetes QoS class
-    (``GetPodQoSClassWithDefault``). Priority class: the ``koordinator.sh/priority-class`` label when
-    present (by name only), else from ``spec.priority`` bands, else from the QoS class
-    (``apis/extension/priority.go`` ``GetPodPriorityClassWithDefault``).
-    """
-    qos = qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
-    if qos == QoSClass.NONE:
-        qos = qos_from_kube_qos(kube_qos)
-    if LABEL_POD_PRIORITY_CLASS in labels:
-        pclass = priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
-    else:
-        pclass = priority_class_by_value(priority)
-    if pclass == PriorityClass.NONE:
-        pclass = priority_class_from_qos(qos)
-    return qos, pclass
-
-
 def _condition_time(status: dict[str, Any], ctype: str) -> float | None:
     for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
         cond = _mapping(cond, f"status.conditions[{i}]")
@@ -233,7 +176,10 @@ def parse_pod(obj: Any) -> PodInfo:
         raise PodError("spec.priority: expected an integer")
     requests = _aggregate(spec, use_limits=False)  # first, so errors name spec.containers[i]
     limits = _aggregate(spec, use_limits=True)
-    kube_qos = status.get("qosClass") or kube_qos_class(spec)
+    try:
+        kube_qos = status.get("qosClass") or kube_qos_class(spec)
+    except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
+        raise PodError(str(exc)) from None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
     owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
     node_name = spec.get("nodeName") or ""

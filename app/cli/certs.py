@@ -184,9 +184,7 @@ def patch_ca_bundles(client: Client, ca_pem: bytes, mutating: str, validating: s
         try:
             webhooks = client.get(path).get("webhooks")
             count = len(webhooks) if isinstance(webhooks, list) else 0
-            ops = [
-                {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle} for i in range(count)
-            ]
+            ops = [{"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": bundle} for i in range(count)]
             if ops:
                 client.request("PATCH", path, body=ops, content_type=JSON_PATCH)
         except ApiError as exc:

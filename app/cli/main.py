@@ -24,7 +24,7 @@ from rich.table import Table
 from app.cli.embedded import embedded_cluster_path
 from app.framework.config import ConfigError, default_config, load_config
 from app.framework.duration import parse_duration
-from app.framework.registry import default_registry
+from app.plugins.registry import default_registry
 from app.sources.base import Source
 
 cli = typer.Typer(help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True)
@@ -103,7 +103,7 @@ def scheduler(
         log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
     registry = default_registry()
     try:
-        cfg = load_config(config, registry.names()) if config else default_config()
+        cfg = load_config(config, registry.names()) if config else default_config(registry.names())
         source = choose_source(cluster, kubeconfig)
         # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service.
         background: list[BackgroundTask] = [run_embedded_controllers] if isinstance(source, FileSource) else []
@@ -210,8 +210,8 @@ def _register_subcommands() -> None:
     from agent.cli import agent
     from app.cli.certs import certs
     from app.cli.quota import quota_app
+    from app.cli.sim import sim
     from app.manager.cli import manager
-    from app.sim.cli import sim
 
     cli.command(name="agent")(agent)
     cli.command(name="manager")(manager)

@@ -3,6 +3,8 @@
 Every API call of the service, the manager and the agent goes through this package; callers
 catch the classes of :mod:`app.client.errors` instead of comparing status codes.
 
+Layer: below :mod:`app.sources`; may import :mod:`app.api` only.
+
 - :mod:`app.client.errors`: the typed error tree (apimachinery's ``errors``); imports only orjson.
 - :mod:`app.client.config`: kubeconfig / in-cluster configuration, and what httpx needs from it.
 - :mod:`app.client.wire`: request building and answer decoding shared by both clients.

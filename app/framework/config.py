@@ -8,8 +8,9 @@ Shape (a subset of KubeSchedulerConfiguration's profile, with upstream's plugin 
       - name: LoadAwareScheduling
         args: {usageThresholds: {cpu: 65, memory: 95}}
 
-``plugins`` absent means the default set (every registered plugin, weight 1); present, it is the
-exact list of enabled plugins in order. Args absent take upstream defaults. Any problem raises
+``plugins`` absent means the default set: every registered plugin in registration order
+(``Registry.names()``, the in-tree order of :mod:`app.plugins.registry`), weight 1; present, it is
+the exact list of enabled plugins in order. Args absent take upstream defaults. Any problem raises
 :class:`ConfigError` naming the field.
 """
 
@@ -21,8 +22,6 @@ from typing import Any
 
 import yaml
 
-DEFAULT_PLUGINS: tuple[str, ...] = ("NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "DeviceShare")
-
 
 class ConfigError(ValueError):
     """Invalid configuration; the message starts with the path of the offending field."""
@@ -30,6 +29,19 @@ class ConfigError(ValueError):
     def __init__(self, path: str, message: str) -> None:
         super().__init__(f"{path}: {message}" if path else message)
         self.path = path
+
+
+class ArgsError(ValueError):
+    """A plugin's args are invalid; ``field`` is the path inside the args (``usageThresholds.cpu``).
+
+    Raised by the plugins' factories; the framework reports it as a :class:`ConfigError` at
+    ``pluginConfig[<plugin>].args.<field>`` (upstream's ``ValidateXxxArgs`` field errors).
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.detail = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +60,15 @@ class SchedulerConfig:
     plugins: tuple[PluginSpec, ...]
 
 
-def default_config() -> SchedulerConfig:
-    """Every default plugin with weight 1 and default args."""
-    return SchedulerConfig(tuple(PluginSpec(name) for name in DEFAULT_PLUGINS))
+def default_config(known: list[str]) -> SchedulerConfig:
+    """Every plugin of ``known`` (a registry's ``names()``, in registration order), weight 1, default args."""
+    return SchedulerConfig(tuple(PluginSpec(name) for name in known))
 
 
 def parse_config(data: Any, known: list[str]) -> SchedulerConfig:
     """Validate a decoded config mapping against the ``known`` plugin names.
+
+    ``known`` is a registry's ``names()``; its order is the default plugin list (``plugins`` absent).
 
     Raises:
         ConfigError: unknown keys, unknown plugins, duplicate entries, bad weights or args types.
@@ -76,7 +90,7 @@ def parse_config(data: Any, known: list[str]) -> SchedulerConfig:
             raise ConfigError(path, "expected a mapping with name and args")
         name = entry.get("name")
         if name not in known:
-            raise ConfigError(f"{path}.name", f"unknown plugin {name!r} (known: {', '.join(known)})")
+            raise ConfigError(f"{path}.name", f"unknown plugin {name!r} (known: {', '.join(sorted(known))})")
         if name in args_by_name:
             raise ConfigError(f"{path}.name", f"repeated config for plugin {name}")
         args = entry.get("args") or {}
@@ -86,8 +100,7 @@ def parse_config(data: Any, known: list[str]) -> SchedulerConfig:
     raw_plugins = data.get("plugins")
     specs: list[PluginSpec] = []
     if raw_plugins is None:
-        names = [n for n in DEFAULT_PLUGINS if n in known]
-        specs = [PluginSpec(n, 1, args_by_name.get(n, {})) for n in names]
+        specs = [PluginSpec(n, 1, args_by_name.get(n, {})) for n in known]
     else:
         if not isinstance(raw_plugins, list):
             raise ConfigError("plugins", "expected a list of {name, weight}")
@@ -103,7 +116,7 @@ def parse_config(data: Any, known: list[str]) -> SchedulerConfig:
                 raise ConfigError(f"{path}.{sorted(extra)[0]}", "unknown field (allowed: name, weight)")
             name = entry.get("name")
             if name not in known:
-                raise ConfigError(f"{path}.name", f"unknown plugin {name!r} (known: {', '.join(known)})")
+                raise ConfigError(f"{path}.name", f"unknown plugin {name!r} (known: {', '.join(sorted(known))})")
             if name in seen:
                 raise ConfigError(f"{path}.name", f"plugin {name} listed twice")
             seen.add(name)

@@ -1,4 +1,8 @@
-"""Plugin registry: plugin name -> factory building it from its (already YAML-decoded) args."""
+"""Plugin registry: plugin name -> factory building it from its (already YAML-decoded) args.
+
+The generic map only (kube-scheduler's ``pkg/scheduler/framework/runtime/registry.go``); the
+in-tree plugins are registered beside them, in :mod:`app.plugins.registry`.
+"""
 
 from __future__ import annotations
 
@@ -30,8 +34,8 @@ class Registry:
         self._factories[name] = factory
 
     def names(self) -> list[str]:
-        """Registered plugin names, sorted."""
-        return sorted(self._factories)
+        """Registered plugin names in registration order (the default plugin list of a config)."""
+        return list(self._factories)
 
     def factory(self, name: str) -> PluginFactory:
         """Factory of ``name``.
@@ -43,18 +47,3 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._factories
-
-
-def default_registry() -> Registry:
-    """The registry with every in-tree plugin."""
-    from app.plugins.deviceshare.plugin import new_device_share
-    from app.plugins.elasticquota.plugin import new_elastic_quota
-    from app.plugins.loadaware.plugin import new_load_aware
-    from app.plugins.noderesources.fit import new_node_resources_fit
-
-    registry = Registry()
-    registry.register("NodeResourcesFit", new_node_resources_fit)
-    registry.register("LoadAwareScheduling", new_load_aware)
-    registry.register("ElasticQuota", new_elastic_quota)
-    registry.register("DeviceShare", new_device_share)
-    return registry

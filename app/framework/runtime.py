@@ -20,7 +20,7 @@ import numpy.typing as npt
 from app.cache.listener import CacheListener
 from app.cache.podinfo import PodInfo
 from app.client.errors import ApiError
-from app.framework.config import ConfigError, SchedulerConfig
+from app.framework.config import ArgsError, ConfigError, SchedulerConfig
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import (
@@ -46,15 +46,6 @@ from app.framework.status import SUCCESS, Code, Status
 from app.framework.waiting import WaitingPod, WaitingPods
 
 log = logging.getLogger(__name__)
-
-
-class ArgsError(ValueError):
-    """A plugin's args are invalid; ``field`` is the path inside the args (``usageThresholds.cpu``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-        self.detail = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@
 - :mod:`app.manager.batch`: upstream's batch allocatable formula; :mod:`app.manager.inputs` reads its inputs.
 - :mod:`app.manager.controllers`: :class:`SLOControllers`, the reconcile loop over any Source.
 - :mod:`app.manager.cli`: ``koord manager`` (leader election on a Lease).
+
+Layer: beside :mod:`app.sim`, below :mod:`app.cli`; may import :mod:`app.server` and everything below it.
 """
 
 from __future__ import annotations

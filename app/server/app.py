@@ -21,8 +21,9 @@ from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
 from app.framework.handle import Handle
 from app.framework.interfaces import BackgroundPlugin
-from app.framework.registry import Registry, default_registry
+from app.framework.registry import Registry
 from app.framework.runtime import Framework
+from app.plugins.registry import default_registry
 from app.server import extender_routes, health_routes, inspect_routes
 from app.server.extender import ExtenderService
 from app.server.metrics import ServiceMetrics
@@ -30,7 +31,8 @@ from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
 from app.server.wire import error_response
 from app.sources.base import Source
-from webhooks.registry import WebhookContext, all_webhooks
+from webhooks.registry import all_webhooks
+from webhooks.webhook import WebhookContext
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,9 @@ def build_state(
         ConfigError: a plugin's args are invalid.
     """
     cache = cache or ClusterCache(assumed_pod_ttl=assumed_pod_ttl)
+    registry = registry or default_registry()
     handle = Handle(cache, client=source, synced=source.ready)
-    framework = Framework(config or default_config(), registry or default_registry(), handle)
+    framework = Framework(config or default_config(registry.names()), registry, handle)
     metrics = ServiceMetrics(cache, lambda: source)
     return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
 
@@ -75,7 +78,7 @@ def create_app(
 
     Args:
         source: where cluster objects come from and bindings go.
-        config: enabled plugins and their args (default: every default plugin).
+        config: enabled plugins and their args (default: every plugin of ``registry``, in its order).
         registry: plugin factories (default: the in-tree plugins).
         cache: an existing cache (tests); a new one otherwise.
         assumed_pod_ttl: seconds an unconfirmed assumed pod is kept after binding.
@@ -123,7 +126,8 @@ def create_app(
     app.include_router(inspect_routes.router)
     app.include_router(health_routes.router)
     inspect_routes.install_plugin_routes(app, state)
-    install_webhooks(app, all_webhooks(), WebhookContext(state.cache, source))
+    app.state.webhook_context = WebhookContext(state.cache, source)
+    install_webhooks(app, all_webhooks(), app.state.webhook_context)
     return app
 
 

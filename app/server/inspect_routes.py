@@ -2,7 +2,8 @@
 
 Mirrors pkg/scheduler/frameworkext/services: ``__services__`` lists the registered paths by
 method, ``nodes/{nodeName}`` shows a node's snapshot, plugins add theirs under
-``plugins/<Plugin>/``. Errors answer ``{"message": ...}`` as upstream does.
+``plugins/<Plugin>/`` (their handlers return data or raise ``NotFound``, answered 404 here).
+Errors answer ``{"message": ...}`` as upstream does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.api.extender import ExtenderArgs
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
 from app.api.timeparse import parse_time
 from app.cache.podinfo import PodError
+from app.client.errors import NotFound
 from app.framework.interfaces import ServiceProvider
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
@@ -128,10 +130,17 @@ def install_plugin_routes(app: FastAPI, state: ServiceState) -> None:
 
 
 def _plugin_endpoint(handler: Any) -> Any:
-    """An endpoint calling ``handler`` with the path parameters and answering its result as JSON."""
+    """An endpoint calling ``handler`` with the path parameters and answering its result as JSON.
+
+    Plugins return plain data and never build HTTP answers: a handler raising
+    :class:`~app.client.errors.NotFound` is answered 404 ``{"message": <its message>}``.
+    """
 
     async def endpoint(request: Request) -> Response:
-        result = await handler(**request.path_params)
-        return result if isinstance(result, Response) else json_response(result)  # a Response: status set by the plugin
+        try:
+            result = await handler(**request.path_params)
+        except NotFound as exc:
+            return error_response(exc.message, 404)
+        return json_response(result)
 
     return endpoint

@@ -1,7 +1,7 @@
-"""Admission webhook endpoints: one POST route per :class:`webhooks.registry.Webhook`.
+"""Admission webhook endpoints: one POST route per :class:`webhooks.webhook.Webhook`.
 
 - A body that is not an admission.k8s.io/v1 AdmissionReview gets HTTP 400 ``{"message": ...}``.
-- A handler's :class:`~webhooks.registry.AdmissionError` is answered ``allowed: false`` with its
+- A handler's :class:`~webhooks.webhook.AdmissionError` is answered ``allowed: false`` with its
   code (400 by default); any other exception with code 500. The request uid is always echoed.
 - The API server's ``?timeout=5s`` query parameter is accepted and ignored (handlers are fast).
 """
@@ -17,7 +17,7 @@ from fastapi import FastAPI, Request, Response
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
 from webhooks.admission import AdmissionReview, errored
-from webhooks.registry import Webhook, WebhookContext
+from webhooks.webhook import Webhook, WebhookContext
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,15 @@
 """The file source: cluster objects from YAML/JSON files (the embedded default).
 
-``path`` is a file or a directory (read recursively: ``*.yaml``, ``*.yml``, ``*.json``). A file may
-hold one object, several YAML documents, or a ``kind: List`` as ``kubectl get ... -o yaml``
-prints. The directory is polled; when files change they are re-read and the differences are
+``path`` is a file or a directory (read recursively: ``*.yaml``, ``*.yml``, ``*.json``), read by
+:func:`app.api.manifests.load_objects` (one object, several YAML documents, or a ``kind: List``
+per file). The directory is polled; when files change they are re-read and the differences are
 delivered as watch events, so another process (the node agent writing NodeMetrics) can feed
 the service.
 
 Embedded-mode conventions:
 
-- Pods without ``metadata.uid`` get a stable uid derived from ``namespace/name``.
+- Pods without ``metadata.uid`` get a stable uid derived from ``namespace/name`` (at load, by
+  :mod:`app.api.manifests`).
 - A NodeMetric without ``status.updateTime`` stands for a node agent that keeps reporting the
   same values: its ``updateTime`` is stamped at load and re-stamped every ``restamp_interval``
   seconds, so it never expires.
@@ -36,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from app.api.kinds import object_key
+from app.api.manifests import ManifestError, files_under, load_objects
 from app.api.timeparse import format_time
 from app.client.errors import Conflict, NotFound
 from app.sources.base import WATCHED_KINDS, Source, object_to_store, updated_object, write_kind
@@ -47,86 +48,11 @@ from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
 
 log = logging.getLogger(__name__)
 
-SUFFIXES = (".yaml", ".yml", ".json")
-
-
-class SourceError(Exception):
-    """The cluster files cannot be read or parsed; the message names the file (and document)."""
-
-
-def _documents(path: Path) -> list[Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        if path.suffix == ".json":
-            return [orjson.loads(text)]
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
-        raise SourceError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
-
-
-def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(doc, dict):
-        raise SourceError(f"{where}: expected an object with apiVersion and kind, got {type(doc).__name__}")
-    kind = doc.get("kind")
-    if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
-        item_kind = kind[: -len("List")] if kind != "List" else None
-        out: list[dict[str, Any]] = []
-        for i, item in enumerate(doc["items"]):
-            if isinstance(item, dict) and item_kind and "kind" not in item:
-                item = {**item, "kind": item_kind}
-            out.extend(_flatten(item, f"{where} items[{i}]"))
-        return out
-    if not isinstance(kind, str) or not kind:
-        raise SourceError(f"{where}: missing kind")
-    meta = doc.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise SourceError(f"{where}: {kind} without metadata.name")
-    return [doc]
-
-
-def files_under(path: Path) -> list[Path]:
-    """The cluster files at ``path`` (itself if a file), sorted.
-
-    Raises:
-        SourceError: ``path`` does not exist.
-    """
-    if path.is_file():
-        return [path]
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
-    raise SourceError(f"{path}: no such file or directory")
-
-
-def load_objects(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
-    """Read every object under ``path``, grouped as kind -> key -> object.
-
-    Raises:
-        SourceError: a file is unreadable or malformed (the message names it).
-    """
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for file in files_under(path):
-        for i, doc in enumerate(_documents(file)):
-            for obj in _flatten(doc, f"{file} document {i + 1}"):
-                kind = obj["kind"]
-                if kind == "Pod":
-                    meta = obj["metadata"]
-                    if not meta.get("uid"):
-                        ns = meta.get("namespace") or "default"
-                        obj = {
-                            **obj,
-                            "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))},
-                        }
-                out.setdefault(kind, {})[object_key(obj)] = obj
-    return out
-
 
 def _snapshot(path: Path) -> tuple[tuple[str, float, int], ...]:
     try:
         return tuple((str(p), p.stat().st_mtime, p.stat().st_size) for p in files_under(path))
-    except (SourceError, OSError):
+    except (ManifestError, OSError):
         return ()
 
 
@@ -140,7 +66,7 @@ class FileSource(Source):
         kinds: kinds delivered to the sink (others in the files are ignored).
 
     Raises (from :meth:`start`):
-        SourceError: the initial load failed.
+        ManifestError: the initial load failed.
     """
 
     def __init__(
@@ -266,7 +192,7 @@ class FileSource(Source):
             self._files_state = state
             try:
                 loaded = await asyncio.to_thread(load_objects, self.path)
-            except SourceError as exc:
+            except ManifestError as exc:
                 self.reload_errors += 1
                 log.warning("keeping the last good cluster state: %s", exc)
                 continue

@@ -23,10 +23,10 @@ from agent.evictor import RecordingEvictor
 from agent.qos.context import pod_memory_key
 from agent.reporter import FileMetricWriter
 from agent.states.providers import FileStates
+from app.api.manifests import load_objects
 from app.api.slo import NodeMetric
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.vector import Vectorizer
-from app.sources.files import load_objects
 from tests.agent.cgtree import ALLOC, BUSY, CgroupTree
 
 NODE = "agent-test-node"

@@ -11,8 +11,8 @@ import pytest
 from app.cache.snapshot import ClusterCache
 from app.framework.config import ConfigError, default_config, load_config, parse_config
 from app.framework.handle import Handle
-from app.framework.registry import default_registry
 from app.framework.runtime import Framework
+from app.plugins.registry import default_registry
 
 KNOWN = default_registry().names()
 
@@ -30,7 +30,7 @@ def test_defaults() -> None:
     assert args.usage_thresholds == {"cpu": 65, "memory": 95}
     assert args.estimated_scaling_factors == {"cpu": 85, "memory": 70}
     assert args.node_metric_expiration_seconds == 180
-    assert default_config().plugins[0].weight == 1
+    assert default_config(KNOWN).plugins[0].weight == 1
 
 
 def test_issue_example_and_no_per_key_merge() -> None:

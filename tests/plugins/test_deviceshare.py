@@ -15,10 +15,9 @@ import pytest
 import yaml
 
 from app.cache.snapshot import ClusterCache
-from app.framework.config import PluginSpec, SchedulerConfig
+from app.framework.config import ArgsError, PluginSpec, SchedulerConfig
 from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
-from app.framework.runtime import ArgsError
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations, parse_allocations
 from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement, node_fragmentation
 from app.plugins.deviceshare.plugin import DeviceShare, new_device_share

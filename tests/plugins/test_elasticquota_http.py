@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from app.framework.config import default_config, parse_config
-from app.framework.registry import default_registry
+from app.plugins.registry import default_registry
 from app.sources.files import FileSource
 from tests.conftest import LiveServer, filter_body
 from tests.plugins.elasticquota.fixtures import node, pod, quota
@@ -164,4 +164,4 @@ def test_invalid_args_fail_at_start() -> None:
     )
     with pytest.raises(ConfigError, match="DelayEvictTime should be a positive value"):
         create_app(FileSource(Path("/nonexistent")), cfg)
-    assert default_config().plugins
+    assert default_config(default_registry().names()).plugins

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from app.api import elasticquota as n
 from app.client.errors import Conflict
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.statuswriter import BadAnnotation, StatusWriter, same_definition, status_patch

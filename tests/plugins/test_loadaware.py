@@ -36,10 +36,10 @@ from app.api.timeparse import format_time
 from app.cache.nodestate import parse_node
 from app.cache.podinfo import parse_pod
 from app.cache.snapshot import ClusterCache
+from app.framework.config import ArgsError
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
-from app.framework.runtime import ArgsError
 from app.framework.status import Code, Status
 from app.plugins.loadaware.args import LoadAwareSchedulingArgs, decode_args
 from app.plugins.loadaware.estimator import estimate_pod, estimation_deadline, node_allocatable

@@ -21,8 +21,8 @@ from app.framework.config import PluginSpec, SchedulerConfig
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import PermitPlugin, ReservePlugin
-from app.framework.registry import default_registry
 from app.framework.status import SUCCESS, Status
+from app.plugins.registry import default_registry
 from app.sources.files import FileSource
 from tests.conftest import LiveServer, filter_body
 

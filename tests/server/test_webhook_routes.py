@@ -14,7 +14,8 @@ from app.server.webhook_routes import install_webhooks
 from app.sources.files import FileSource
 from tests.conftest import LiveServer, fake_nodes_cluster, wire
 from webhooks.admission import AdmissionRequest, AdmissionResponse, deny, patched
-from webhooks.registry import AdmissionError, Webhook, WebhookContext, all_webhooks
+from webhooks.registry import all_webhooks
+from webhooks.webhook import AdmissionError, Webhook, WebhookContext
 
 
 def _label(req: AdmissionRequest, _: WebhookContext) -> AdmissionResponse:

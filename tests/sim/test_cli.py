@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from app.cli.main import cli
@@ -64,3 +66,10 @@ def test_bad_inputs_exit_2_naming_file_line_field(tmp_path: Path) -> None:
     bad_config.write_text("plugins: [{name: NoSuchPlugin}]\n")
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--config", str(bad_config)])
     assert result.exit_code == 2 and "invalid config" in result.output and "NoSuchPlugin" in result.output
+
+
+def test_sim_without_the_sim_extra_exits_2_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    result = CliRunner().invoke(cli, ["sim", "--nodes", str(tmp_path / "n.csv"), "--pods", str(tmp_path / "p.csv")])
+    assert result.exit_code == 2
+    assert "pip install 'koordinator-py[sim]'" in result.output.replace("\n", "")

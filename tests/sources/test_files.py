@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from app.api.manifests import ManifestError, load_objects
 from app.client.errors import NotFound
 from app.sources.events import Event
-from app.sources.files import FileSource, SourceError, load_objects
+from app.sources.files import FileSource
 
 
 class Sink:
@@ -58,13 +59,13 @@ def test_single_multidoc_and_list_forms(tmp_path: Path) -> None:
 )
 def test_bad_files_name_the_file(tmp_path: Path, content: str, needle: str) -> None:
     (tmp_path / "bad.yaml").write_text(content)
-    with pytest.raises(SourceError, match=r"bad\.yaml") as info:
+    with pytest.raises(ManifestError, match=r"bad\.yaml") as info:
         load_objects(tmp_path)
     assert needle in str(info.value)
 
 
 def test_missing_path(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="no such file"):
+    with pytest.raises(ManifestError, match="no such file"):
         load_objects(tmp_path / "nope")
 
 

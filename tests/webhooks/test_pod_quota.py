@@ -16,6 +16,7 @@ from app.sources.files import FileSource
 from tests.conftest import EXAMPLE_CLUSTER, LiveServer
 from tests.webhooks.test_pod_webhooks import post, review, sample_pod
 from webhooks.pod import quota as podquota
+from webhooks.webhook import WebhookContext
 
 NAME = "quota.scheduling.koordinator.sh/name"
 PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
@@ -105,7 +106,7 @@ def test_create_in_parent_quota_is_refused(
 
 
 def test_feature_gate_allows_parent_quota_pods(server: LiveServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(podquota.FEATURE_GATES, "SupportParentQuotaSubmitPod", True)
+    monkeypatch.setitem(server.app.state.webhook_context.feature_gates, "SupportParentQuotaSubmitPod", True)
     assert validate(server, review(pod(**{NAME: "team"})))["allowed"] is True
 
 
@@ -149,24 +150,26 @@ def _quota(name: str, namespace: str, *, parent: bool) -> dict[str, Any]:
 
 def test_quota_changes_are_followed() -> None:
     cache = ClusterCache()
+    ctx = WebhookContext(cache)
     p = pod("ns", **{NAME: "q"})
-    assert podquota.validate_add_pod(p, "ns", cache) is None
+    assert podquota.validate_add_pod(p, "ns", ctx) is None
     cache.apply(Event("ElasticQuota", EventType.ADDED, _quota("q", "ns", parent=True)))
-    assert podquota.validate_add_pod(p, "ns", cache) == PARENT_MSG.format("q", "p1")
+    assert podquota.validate_add_pod(p, "ns", ctx) == PARENT_MSG.format("q", "p1")
     cache.apply(Event("ElasticQuota", EventType.MODIFIED, _quota("q", "ns", parent=False)))
-    assert podquota.validate_add_pod(p, "ns", cache) is None
+    assert podquota.validate_add_pod(p, "ns", ctx) is None
     cache.apply(Event("ElasticQuota", EventType.MODIFIED, _quota("q", "ns", parent=True)))
     cache.apply(Event("ElasticQuota", EventType.DELETED, _quota("q", "ns", parent=True)))
-    assert podquota.validate_add_pod(p, "ns", cache) is None
+    assert podquota.validate_add_pod(p, "ns", ctx) is None
 
 
 def test_resolution_stays_fast_with_many_quotas() -> None:
     cache = ClusterCache()
     for i in range(1000):
         cache.apply(Event("ElasticQuota", EventType.ADDED, _quota(f"q{i}", "ns", parent=i % 2 == 0)))
+    ctx = WebhookContext(cache)
     p = pod("ns", **{NAME: "q10"})
-    podquota.validate_add_pod(p, "ns", cache)  # first call builds the tree
+    podquota.validate_add_pod(p, "ns", ctx)  # first call builds the tree
     start = time.perf_counter()
     for _ in range(1000):
-        assert podquota.validate_add_pod(p, "ns", cache) == PARENT_MSG.format("q10", "p1")
+        assert podquota.validate_add_pod(p, "ns", ctx) == PARENT_MSG.format("q10", "p1")
     assert (time.perf_counter() - start) / 1000 < 0.001

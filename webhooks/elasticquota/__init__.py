@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from webhooks.elasticquota import mutating, validating
-from webhooks.registry import Webhook
+from webhooks.webhook import Webhook
 
 #: The mutating (CREATE) and validating (CREATE/UPDATE/DELETE) ElasticQuota webhooks, on upstream's paths.
 WEBHOOKS: list[Webhook] = [

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from app.plugins.elasticquota import names as n
+from app.api import elasticquota as n
 from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, errored, patched
 from webhooks.elasticquota.topology import QuotaCheckError, QuotaTopology, parse_quota
-from webhooks.registry import WebhookContext
+from webhooks.webhook import WebhookContext
 
 PATH = "/mutate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 

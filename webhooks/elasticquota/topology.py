@@ -6,12 +6,12 @@ checks and their messages are upstream's; a parent-chain cycle check is added (u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from app.api import elasticquota as n
+from app.api.elasticquota import ElasticQuotaView
 from app.api.quantity import QuantityError, format_resource, parse_resource_list
 from app.cache.snapshot import ClusterCache
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.resourcelist import ResourceList, add, go_list, less_equal_completely
 
 
@@ -19,49 +19,16 @@ class QuotaCheckError(ValueError):
     """A quota fails a webhook check; the message is upstream's."""
 
 
-@dataclass(slots=True)
-class WebhookQuota:
-    """What the webhook knows of one quota (upstream webhook ``QuotaInfo``)."""
-
-    name: str
-    parent: str
-    is_parent: bool
-    allow_force_update: bool
-    tree_id: str
-    is_tree_root: bool
-    max: ResourceList
-    min: ResourceList
-    namespaces: list[str] = field(default_factory=list)
-
-
-def parse_quota(obj: dict[str, Any]) -> WebhookQuota:
-    """A :class:`WebhookQuota` from an ElasticQuota object.
+def parse_quota(obj: dict[str, Any]) -> ElasticQuotaView:
+    """The webhook's view of an ElasticQuota object (:func:`app.api.elasticquota.parse_elastic_quota`).
 
     Raises:
         QuotaCheckError: no name, or min/max are not valid ResourceLists.
     """
-    name = n.quota_name_of(obj)
-    if not name:
-        raise QuotaCheckError("ElasticQuota metadata.name: required")
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise QuotaCheckError(f"ElasticQuota {name} spec: expected an object")
     try:
-        max_ = parse_resource_list(spec.get("max"), field="spec.max")
-        min_ = parse_resource_list(spec.get("min"), field="spec.min")
-    except QuantityError as exc:
-        raise QuotaCheckError(f"ElasticQuota {name}: {exc}") from None
-    return WebhookQuota(
-        name=name,
-        parent=n.parent_quota_name(obj),
-        is_parent=n.is_parent_quota(obj),
-        allow_force_update=n.is_allow_force_update(obj),
-        tree_id=n.tree_id(obj),
-        is_tree_root=n.is_tree_root_quota(obj),
-        max=max_,
-        min=min_,
-        namespaces=n.quota_namespaces(obj),
-    )
+        return n.parse_elastic_quota(obj)
+    except n.QuotaSpecError as exc:
+        raise QuotaCheckError(str(exc)) from None
 
 
 class QuotaTopology:
@@ -72,7 +39,7 @@ class QuotaTopology:
 
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
-        self.quotas: dict[str, WebhookQuota] = {}
+        self.quotas: dict[str, ElasticQuotaView] = {}
         self.children: dict[str, set[str]] = {n.ROOT_QUOTA_NAME: set()}
         self.namespace_to_quota: dict[str, str] = {}
         for obj in cache.objects.get("ElasticQuota", {}).values():
@@ -149,7 +116,7 @@ class QuotaTopology:
 
     # ------------------------------------------------------------------ topology
     def validate_topology(
-        self, old: WebhookQuota | None, quota: WebhookQuota, old_namespaces: list[str] | None = None
+        self, old: ElasticQuotaView | None, quota: ElasticQuotaView, old_namespaces: list[str] | None = None
     ) -> None:
         """``validateQuotaTopology`` plus a cycle check. Raises QuotaCheckError."""
         if quota.name == n.ROOT_QUOTA_NAME:
@@ -163,7 +130,9 @@ class QuotaTopology:
         self._check_keys(quota)
         self._check_min(quota)
 
-    def _check_is_parent_change(self, old: WebhookQuota | None, quota: WebhookQuota, old_namespaces: list[str]) -> None:
+    def _check_is_parent_change(
+        self, old: ElasticQuotaView | None, quota: ElasticQuotaView, old_namespaces: list[str]
+    ) -> None:
         if old is None or old.is_parent == quota.is_parent:
             return
         if self.children.get(old.name) and not quota.is_parent:
@@ -173,7 +142,7 @@ class QuotaTopology:
                 f"quota has bound pods, isParent is forbidden to modify as true, quotaName: {old.name}"
             )
 
-    def _check_tree_id(self, old: WebhookQuota | None, quota: WebhookQuota) -> None:
+    def _check_tree_id(self, old: ElasticQuotaView | None, quota: ElasticQuotaView) -> None:
         if old is not None and old.tree_id != quota.tree_id:
             raise QuotaCheckError(f"{quota.name} tree id changed [{old.tree_id}] vs [{quota.tree_id}]")
         if quota.parent != n.ROOT_QUOTA_NAME:
@@ -190,7 +159,7 @@ class QuotaTopology:
                     f"{quota.name} tree id is different from child {child.name}, [{quota.tree_id}] vs [{child.tree_id}]"
                 )
 
-    def _check_cycle(self, quota: WebhookQuota) -> None:
+    def _check_cycle(self, quota: ElasticQuotaView) -> None:
         chain = [quota.name]
         parent = quota.parent
         while parent and parent != n.ROOT_QUOTA_NAME:
@@ -200,7 +169,7 @@ class QuotaTopology:
             nxt = self.quotas.get(parent)
             parent = nxt.parent if nxt is not None else ""
 
-    def _check_parent(self, quota: WebhookQuota) -> None:
+    def _check_parent(self, quota: ElasticQuotaView) -> None:
         if quota.parent == n.ROOT_QUOTA_NAME:
             return
         parent = self.quotas.get(quota.parent)
@@ -211,7 +180,7 @@ class QuotaTopology:
                 f"{quota.name} has parentName {quota.parent} but the parentQuotaInfo's IsParent is false"
             )
 
-    def _check_keys(self, quota: WebhookQuota) -> None:
+    def _check_keys(self, quota: ElasticQuotaView) -> None:
         prefix = "failed to check sub and parent group quotaKey, err: checkSubAndParentGroupQuotaKey failed: "
         if quota.parent != n.ROOT_QUOTA_NAME:
             parent = self.quotas[quota.parent]
@@ -237,7 +206,7 @@ class QuotaTopology:
                 total = add(total, self.quotas[name].min)
         return total
 
-    def _check_min(self, quota: WebhookQuota) -> None:
+    def _check_min(self, quota: ElasticQuotaView) -> None:
         if quota.allow_force_update or quota.is_tree_root:
             return
         if quota.parent != n.ROOT_QUOTA_NAME:
@@ -251,7 +220,7 @@ class QuotaTopology:
             raise QuotaCheckError(f"checkMinQuotaSum all children's MinQuota > current MinQuota, current: {quota.name}")
 
 
-def validate_self(obj: dict[str, Any], quota: WebhookQuota) -> None:
+def validate_self(obj: dict[str, Any], quota: ElasticQuotaView) -> None:
     """``validateQuotaSelfItem``: no negative max/min/shared-weight, min keys within max and min <= max,
     ``max >= status.used`` for the keys in ``max-strict-check-resource-keys``. Raises QuotaCheckError."""
     neg = sorted(k for k, v in quota.max.items() if v < 0)

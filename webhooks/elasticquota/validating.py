@@ -10,7 +10,7 @@ from __future__ import annotations
 from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, deny
 from webhooks.elasticquota.mutating import is_elastic_quota_request
 from webhooks.elasticquota.topology import QuotaCheckError, QuotaTopology
-from webhooks.registry import WebhookContext
+from webhooks.webhook import WebhookContext
 
 PATH = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 

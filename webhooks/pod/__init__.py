@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from webhooks.pod.mutating import mutate_pod
 from webhooks.pod.validating import validate
-from webhooks.registry import Webhook
+from webhooks.webhook import Webhook
 
 #: The pod webhooks, on upstream's paths.
 WEBHOOKS: list[Webhook] = [

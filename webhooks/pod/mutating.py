@@ -17,7 +17,7 @@ from webhooks.pod.jsondiff import make_patch
 from webhooks.pod.podview import decode_pod
 from webhooks.pod.profiles import ProfileError, apply_profiles
 from webhooks.pod.resources import set_extended_resource_spec
-from webhooks.registry import AdmissionError, WebhookContext
+from webhooks.webhook import AdmissionError, WebhookContext
 
 
 def is_pod_request(req: AdmissionRequest) -> bool:

@@ -3,24 +3,17 @@
 "Raw" means without defaults, as upstream's ``GetPodQoSClassRaw`` / ``GetPodPriorityClassRaw``
 (``apis/extension/qos_utils.go``, ``priority.go``): the QoS comes only from label
 ``koordinator.sh/qosClass``; the priority class from label ``koordinator.sh/priority-class`` or
-else ``spec.priority``'s band. The "with default" forms are :class:`app.cache.podinfo.PodInfo`'s.
+else ``spec.priority``'s band. Both rules live in :mod:`app.api.koordext`; the "with default" forms
+are :class:`app.cache.podinfo.PodInfo`'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.api.koordext import (
-    LABEL_POD_PRIORITY_CLASS,
-    LABEL_POD_QOS,
-    PriorityClass,
-    QoSClass,
-    priority_class_by_name,
-    priority_class_by_value,
-    qos_by_name,
-)
+from app.api.koordext import PriorityClass, QoSClass, priority_class_raw, qos_class_raw
 from app.cache.podinfo import PodError, PodInfo, parse_pod
-from webhooks.registry import AdmissionError
+from webhooks.webhook import AdmissionError
 
 
 def labels_of(pod: dict[str, Any]) -> dict[str, str]:
@@ -30,18 +23,14 @@ def labels_of(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def raw_qos(pod: dict[str, Any]) -> QoSClass:
-    """``GetPodQoSClassRaw``: the label's QoS class, NONE when absent or unknown."""
-    labels = labels_of(pod)
-    return qos_by_name(labels.get(LABEL_POD_QOS)) if LABEL_POD_QOS in labels else QoSClass.NONE
+    """``GetPodQoSClassRaw`` of a pod object (:func:`app.api.koordext.qos_class_raw` of its labels)."""
+    return qos_class_raw(labels_of(pod))
 
 
 def raw_priority_class(pod: dict[str, Any]) -> PriorityClass:
-    """``GetPodPriorityClassRaw``: label ``koordinator.sh/priority-class``, else ``spec.priority``'s band."""
-    labels = labels_of(pod)
-    if LABEL_POD_PRIORITY_CLASS in labels:
-        return priority_class_by_name(labels[LABEL_POD_PRIORITY_CLASS])
+    """``GetPodPriorityClassRaw`` of a pod object (:func:`app.api.koordext.priority_class_raw`)."""
     priority = (pod.get("spec") or {}).get("priority")
-    return priority_class_by_value(priority if isinstance(priority, int) else None)
+    return priority_class_raw(labels_of(pod), priority if isinstance(priority, int) else None)
 
 
 def decode_pod(obj: Any, what: str = "object") -> tuple[dict[str, Any], PodInfo]:

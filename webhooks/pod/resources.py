@@ -12,24 +12,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from app.api.koordext import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, PriorityClass
+from app.api.koordext import (
+    ANNOTATION_EXTENDED_RESOURCE_SPEC,
+    BATCH_CPU,
+    BATCH_MEMORY,
+    RESOURCE_NAME_MAP,
+    PriorityClass,
+)
 from app.api.quantity import QuantityError, format_resource, int_value, milli_value
 
-#: ``extension.AnnotationExtendedResourceSpec``.
-ANNOTATION_EXTENDED_RESOURCE_SPEC = "node.koordinator.sh/extended-resource-spec"
 
-#: ``extension.ResourceNameMap``: priority class -> native resource -> extended resource.
-RESOURCE_NAME_MAP: dict[PriorityClass, dict[str, str]] = {
-    PriorityClass.BATCH: {"cpu": BATCH_CPU, "memory": BATCH_MEMORY},
-    PriorityClass.MID: {"cpu": MID_CPU, "memory": MID_MEMORY},
-}
-
-
-def _replace(names: dict[str, str], resources: dict[str, Any], name: str) -> bool:
+def _replace(names: Mapping[str, str], resources: dict[str, Any], name: str) -> bool:
     """``replaceAndEraseResource``: move ``name`` to its extended name (cpu as integer milli)."""
     if name not in resources:
         return False
@@ -40,7 +38,7 @@ def _replace(names: dict[str, str], resources: dict[str, Any], name: str) -> boo
     return True
 
 
-def _restrict(names: dict[str, str], requirements: dict[str, Any], name: str) -> bool:
+def _restrict(names: Mapping[str, str], requirements: dict[str, Any], name: str) -> bool:
     """``restrictResourceRequestAndLimit``: copy an extended limit without request to the request."""
     ext = names[name]
     requests = requirements.get("requests") or {}

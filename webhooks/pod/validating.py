@@ -29,7 +29,7 @@ from webhooks.pod.fielderrors import FieldError, aggregate, forbidden, immutable
 from webhooks.pod.mutating import is_pod_request
 from webhooks.pod.podview import decode_pod, labels_of, raw_priority_class, raw_qos
 from webhooks.pod.quota import validate_add_pod, validate_update_pod
-from webhooks.registry import WebhookContext
+from webhooks.webhook import WebhookContext
 
 #: (QoS class, priority classes it cannot be combined with), in upstream's order of checks.
 FORBIDDEN_COMBINATIONS: tuple[tuple[QoSClass, tuple[PriorityClass, ...]], ...] = (
@@ -89,9 +89,9 @@ def validate(req: AdmissionRequest, ctx: WebhookContext) -> AdmissionResponse:
         return errored(req.uid, aggregate(errs), 400)
     namespace = (pod.get("metadata") or {}).get("namespace") or req.namespace or "default"
     if old is not None:
-        refusal = validate_update_pod(old, pod, namespace, ctx.cache)
+        refusal = validate_update_pod(old, pod, namespace, ctx)
     else:
-        refusal = validate_add_pod(pod, namespace, ctx.cache)
+        refusal = validate_add_pod(pod, namespace, ctx)
     if refusal:
         return errored(req.uid, refusal, 400)
     return allow(req.uid)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.quantity import QuantityError, int_value, milli_value
-from app.framework.runtime import ArgsError
+from app.framework.config import ArgsError
 from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.fragmentation import PodShape, Workload
 

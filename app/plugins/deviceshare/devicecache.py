@@ -14,8 +14,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -44,7 +42,6 @@ class DeviceCache(CacheListener):
         self.pod_node: dict[str, str] = {}
         self.models: dict[str, str] = {}
         self.table = GPUTable()
-        self.rejected = 0
         self._rows: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._on_pod_seen = on_pod_seen
@@ -76,7 +73,6 @@ class DeviceCache(CacheListener):
             try:
                 gpus = parse_device(obj)
             except DeviceError as exc:
-                self.rejected += 1
                 log.warning("ignoring malformed Device %s: %s", key, exc)
                 gpus = []
             nd.gpus = {g.minor: g for g in gpus}
@@ -165,10 +161,6 @@ class DeviceCache(CacheListener):
     def models_of(self, names: list[str]) -> list[str]:
         """GPU model label of each node ("" when unlabelled)."""
         return [self.models.get(name, "") for name in names]
-
-    def rows_with_device(self, rows: np.ndarray) -> np.ndarray:
-        """Bool mask of ``rows`` whose node has a Device."""
-        return np.asarray(self.table.has_device[rows], dtype=bool)
 
 
 def _same(a: list[GPUAllocation], b: list[GPUAllocation]) -> bool:

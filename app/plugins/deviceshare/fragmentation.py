@@ -200,32 +200,16 @@ class Workload:
         out: npt.NDArray[np.int64] = cpu_class * width + np.searchsorted(self.mem_levels, free_mem, side="right")
         return out
 
-    def class_weights(
-        self, free_cpu: npt.NDArray[np.int64], free_mem: npt.NDArray[np.int64]
+    def code_weights_t(
+        self, code: npt.NDArray[np.int64], out: npt.NDArray[np.float64] | None = None
     ) -> npt.NDArray[np.float64]:
-        """(N, J) the same values as :meth:`fit_weights`, looked up per :meth:`class_codes` class.
+        """(J, N) C-contiguous :meth:`fit_weights` of nodes given by their (N,) :meth:`class_codes`
+        (the kernels' layout), written into ``out`` (a (J, N) float64 buffer) when given.
 
         :meth:`fit_weights` runs once per class on a representative value and is memoised for the
         workload's lifetime (a dense table up to ``_MAX_CLASS_CELLS`` cells, else per call on the
         distinct classes).
-
-        Args:
-            free_cpu: (N,) int64 free cpu, milli-cores.
-            free_mem: (N,) int64 free memory, bytes.
         """
-        if len(self.group_per) == 0:
-            return np.zeros((len(free_cpu), 0), dtype=np.float64)
-        return self.code_weights(self.class_codes(free_cpu, free_mem))
-
-    def code_weights(self, code: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """(N, J) C-contiguous :meth:`fit_weights` of nodes given by their (N,) :meth:`class_codes`."""
-        return np.ascontiguousarray(self.code_weights_t(code).T)
-
-    def code_weights_t(
-        self, code: npt.NDArray[np.int64], out: npt.NDArray[np.float64] | None = None
-    ) -> npt.NDArray[np.float64]:
-        """(J, N) C-contiguous transpose of :meth:`code_weights` (the kernels' layout), written into
-        ``out`` (a (J, N) float64 buffer) when given."""
         j = len(self.group_per)
         width = len(self.mem_levels) + 1
         if j == 0:

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation
 from app.plugins.deviceshare.devices import GPUDevice
-
-#: The GPU resources tracked per minor.
-TRACKED = (n.RESOURCE_GPU_CORE, n.RESOURCE_GPU_MEMORY, n.RESOURCE_GPU_MEMORY_RATIO)
 
 
 @dataclass(slots=True)

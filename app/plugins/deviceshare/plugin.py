@@ -31,7 +31,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +71,6 @@ from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
-from app.server.wire import error_response
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +105,8 @@ class DeviceShare(
 ):
     """See the module docstring."""
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
@@ -474,11 +475,15 @@ class DeviceShare(
         """NodeDeviceSummary of every node the plugin tracks, keyed by node name."""
         return {name: node_summary(nd) for name, nd in sorted(self.devices.nodes.items())}
 
-    async def one_summary(self, nodeName: str) -> Any:
-        """NodeDeviceSummary of one node; 404 ``cannot find node <name>`` when untracked."""
+    async def one_summary(self, nodeName: str) -> dict[str, Any]:
+        """NodeDeviceSummary of one node.
+
+        Raises:
+            NotFound: the node is not tracked (``cannot find node <name>``; the server answers 404).
+        """
         nd = self.devices.nodes.get(nodeName)
         if nd is None:
-            return error_response(f"cannot find node {nodeName}", 404)
+            raise NotFound(f"cannot find node {nodeName}")
         return node_summary(nd)
 
 

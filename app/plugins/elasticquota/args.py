@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.quantity import QuantityError, parse_resource_list
+from app.framework.config import ArgsError
 from app.framework.duration import parse_duration
-from app.framework.runtime import ArgsError
 
 #: ``math.MaxInt64 / 5`` as upstream's default max of the default and system quotas (cpu in cores).
 _MAX_DIV5 = (2**63 - 1) // 5

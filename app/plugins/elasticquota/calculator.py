@@ -167,11 +167,6 @@ class RuntimeCalculator:
             child.request = request
             self._dirty = True
 
-    def remove_child(self, name: str) -> None:
-        """Drop child ``name``."""
-        if self.children.pop(name, None) is not None:
-            self._dirty = True
-
     def compute(self, total: ResourceList, scale_min: bool) -> dict[str, ResourceList]:
         """Runtime of every child under ``total`` (cached until an input or ``total`` changes).
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from app.api import elasticquota as n
 from app.cache.podinfo import PodInfo
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs
 from app.plugins.elasticquota.calculator import ChildQuota, RuntimeCalculator
-from app.plugins.elasticquota.quotainfo import PodEntry, QuotaInfo, QuotaSpecError, quota_from_object
+from app.plugins.elasticquota.quotainfo import PodEntry, QuotaInfo, quota_from_object
 from app.plugins.elasticquota.resourcelist import (
     ResourceList,
     add,
@@ -59,10 +59,8 @@ class QuotaManager:
         self.node_alloc: dict[str, ResourceList] = {}
         self.cluster_total: ResourceList = {}
         self.namespace_index: dict[str, str] = {}
-        self.rejected: dict[str, str] = {}
         self.dirty = True
         self._pods: dict[str, PodInfo] = {}
-        self.rebuilds = 0
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -209,7 +207,7 @@ class QuotaManager:
         if obj is not None:
             try:
                 spec = quota_from_object(obj)
-            except QuotaSpecError:
+            except n.QuotaSpecError:
                 return info
             if spec.max:
                 info.max = spec.max
@@ -219,7 +217,6 @@ class QuotaManager:
 
     def _rebuild(self) -> None:
         self.dirty = False
-        self.rebuilds += 1
         quotas: dict[str, QuotaInfo] = {
             n.ROOT_QUOTA_NAME: QuotaInfo(
                 name=n.ROOT_QUOTA_NAME,
@@ -231,14 +228,12 @@ class QuotaManager:
             n.SYSTEM_QUOTA_NAME: self._reserved(n.SYSTEM_QUOTA_NAME, self.args.system_quota_group_max),
             n.DEFAULT_QUOTA_NAME: self._reserved(n.DEFAULT_QUOTA_NAME, self.args.default_quota_group_max),
         }
-        self.rejected = {}
         for name, obj in self.objects.items():
             if name in n.RESERVED_QUOTA_NAMES:
                 continue
             try:
                 quotas[name] = quota_from_object(obj)
-            except QuotaSpecError as exc:
-                self.rejected[name] = str(exc)
+            except n.QuotaSpecError as exc:
                 log.warning("ignoring ElasticQuota %s: %s", name, exc)
         self.namespace_index = {}
         for name in sorted(quotas):

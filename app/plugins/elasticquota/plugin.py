@@ -24,18 +24,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
+from app.api import elasticquota as n
 from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
-from app.client.errors import ApiError
+from app.client.errors import ApiError, NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import BackgroundPlugin, PostFilterPlugin, PreFilterPlugin, ServiceProvider
 from app.framework.status import SUCCESS, Status
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.args import ElasticQuotaArgs, decode_args
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.preempt import select_victims
@@ -43,7 +43,6 @@ from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
 from app.plugins.elasticquota.summary import quota_summaries, quota_summary, quota_tree
-from app.server.wire import error_response
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +56,8 @@ RECENT_EVICTIONS = 100
 class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundPlugin, ServiceProvider):
     """Quota admission at PreFilter, quota-aware preemption and over-use revoke. See the module docstring."""
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:
@@ -250,13 +251,17 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         """Every quota's summary (upstream ``GET /quotas``), by name."""
         return quota_summaries(self.manager)
 
-    async def _get_quota(self, name: str) -> Any:
-        """One quota's summary with its pods (``podCache``); 404 ``cannot find quota <name>``."""
+    async def _get_quota(self, name: str) -> dict[str, Any]:
+        """One quota's summary with its pods (``podCache``).
+
+        Raises:
+            NotFound: no quota ``name`` (``cannot find quota <name>``; the server answers 404).
+        """
         mgr = self.manager
         mgr.ensure()
         info = mgr.quotas.get(name)
         if info is None:
-            return error_response(f"cannot find quota {name}", 404)
+            raise NotFound(f"cannot find quota {name}")
         mgr.refresh_runtime(name)
         return quota_summary(mgr, info, include_pods=True)
 

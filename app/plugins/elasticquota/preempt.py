@@ -10,10 +10,10 @@ important first, victims are reprieved while both the quota and the node still f
 
 from __future__ import annotations
 
+from app.api import elasticquota as n
 from app.cache.podinfo import PodInfo
 from app.framework.handle import SnapshotLister
 from app.framework.status import SUCCESS, Status
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.importance import importance_key
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.resourcelist import (

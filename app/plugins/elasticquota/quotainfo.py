@@ -5,13 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.api.quantity import QuantityError, parse_resource_list
-from app.plugins.elasticquota import names as n
+from app.api import elasticquota as n
 from app.plugins.elasticquota.resourcelist import ResourceList
-
-
-class QuotaSpecError(ValueError):
-    """An ElasticQuota's spec cannot be read; the message names the quota and the field."""
 
 
 @dataclass(slots=True)
@@ -96,30 +91,22 @@ class QuotaInfo:
 def quota_from_object(obj: dict[str, Any]) -> QuotaInfo:
     """A :class:`QuotaInfo` (spec only) from an ElasticQuota object (``NewQuotaInfoFromQuota``).
 
+    The object is read by :func:`app.api.elasticquota.parse_elastic_quota`; the shared weight is
+    the ``shared-weight`` annotation or ``max`` (``GetSharedWeight``).
+
     Raises:
         QuotaSpecError: no name, or ``spec.min``/``spec.max`` are not ResourceLists of valid quantities.
     """
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    name = meta.get("name") if isinstance(meta, dict) else None
-    if not isinstance(name, str) or not name:
-        raise QuotaSpecError("ElasticQuota metadata.name: required")
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise QuotaSpecError(f"ElasticQuota {name} spec: expected an object")
-    try:
-        max_ = parse_resource_list(spec.get("max"), field=f"ElasticQuota {name} spec.max")
-        min_ = parse_resource_list(spec.get("min"), field=f"ElasticQuota {name} spec.min")
-    except QuantityError as exc:
-        raise QuotaSpecError(str(exc)) from None
+    view = n.parse_elastic_quota(obj)
     return QuotaInfo(
-        name=name,
-        namespace=str(meta.get("namespace") or "") if isinstance(meta, dict) else "",
-        parent=n.parent_quota_name(obj),
-        is_parent=n.is_parent_quota(obj),
-        allow_lent=n.is_allow_lent_resource(obj),
-        tree_id=n.tree_id(obj),
-        max=max_,
-        min=min_,
-        shared_weight=n.shared_weight(obj, max_),
-        namespaces=n.quota_namespaces(obj),
+        name=view.name,
+        namespace=view.namespace,
+        parent=view.parent,
+        is_parent=view.is_parent,
+        allow_lent=view.allow_lent_resource,
+        tree_id=view.tree_id,
+        max=view.max,
+        min=view.min,
+        shared_weight=n.shared_weight(obj, view.max),
+        namespaces=view.namespaces,
     )

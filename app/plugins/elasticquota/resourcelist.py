@@ -29,23 +29,10 @@ def subtract(a: ResourceList, b: ResourceList) -> ResourceList:
     return out
 
 
-def subtract_non_negative(a: ResourceList, b: ResourceList) -> ResourceList:
-    """``quotav1.SubtractWithNonNegativeResult``: like :func:`subtract`, negatives clamped to 0."""
-    return {k: max(0, v) for k, v in subtract(a, b).items()}
-
-
 def mask(a: ResourceList, names: Iterable[str]) -> ResourceList:
     """``quotav1.Mask``: only the keys of ``a`` that are in ``names``."""
     keep = set(names)
     return {k: v for k, v in a.items() if k in keep}
-
-
-def max_of(a: ResourceList, b: ResourceList) -> ResourceList:
-    """``quotav1.Max``: union of keys, per-key maximum (missing = 0)."""
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = max(out.get(k, 0), v)
-    return out
 
 
 def is_zero(a: ResourceList) -> bool:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.api import elasticquota as n
 from app.cache.podinfo import PodInfo
 from app.framework.handle import SnapshotLister
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.importance import importance_key
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.resourcelist import add, less_equal, mask, subtract

@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
+from app.api import elasticquota as n
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
 from app.client.errors import ApiError
 from app.framework.handle import ClusterClient
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api import elasticquota as n
 from app.api.quantity import format_resource_list
-from app.plugins.elasticquota import names as n
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.framework.config import ArgsError
 from app.framework.duration import parse_duration
-from app.framework.runtime import ArgsError
 
 AGGREGATION_TYPES = ("avg", "p50", "p90", "p95", "p99")
 DEFAULT_RESOURCE_WEIGHTS = {"cpu": 1, "memory": 1}

@@ -17,7 +17,7 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -79,6 +79,8 @@ def go_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
     """Filter and Score by node load. See the module docstring for the semantics."""
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, args: LoadAwareSchedulingArgs, handle: Handle) -> None:

@@ -52,10 +52,6 @@ class Vectorizer:
                 continue
         return vec
 
-    def to_map(self, vec: Vec) -> dict[str, int]:
-        """Name -> value for every resource in the vector."""
-        return dict(zip(self.names, vec, strict=True))
-
 
 def add(into: Vec, other: Vec) -> None:
     """``into += other``."""

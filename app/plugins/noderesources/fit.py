@@ -11,15 +11,15 @@ request even when empty can never fit and is UnschedulableAndUnresolvable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from app.cache.podinfo import PodInfo
+from app.framework.config import ArgsError
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import FilterFailures, FilterPlugin, NodeBatch
-from app.framework.runtime import ArgsError
 from app.framework.status import Status
 
 NAME = "NodeResourcesFit"
@@ -43,6 +43,8 @@ class NodeResourcesFit(FilterPlugin):
     Units: cpu-like resources in milli (batch-cpu is already milli), others in base units.
     """
 
+    #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
+    NAME: ClassVar[str] = NAME
     name = NAME
 
     def __init__(self, handle: Handle) -> None:

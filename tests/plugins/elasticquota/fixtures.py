@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.plugins.elasticquota import names as n
+from app.api import elasticquota as n
 
 
 def quota(

@@ -1,16 +1,21 @@
 """``koord sim``: replay a cluster trace through the service's own extender verbs.
 
-Heavy modules (the app, numpy, matplotlib) are imported when the command runs, not when the CLI loads.
+The simulator (:mod:`app.sim`) and its plotting library come with the optional extra
+``pip install 'koordinator-py[sim]'``; this module holds only the command's options, so the
+``koord`` CLI (and the service it starts) never imports :mod:`app.sim`. The simulator is imported
+when the command runs, after checking that the extra is installed.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 err_console = Console(stderr=True)
 
@@ -18,6 +23,24 @@ err_console = Console(stderr=True)
 def _fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
+
+
+#: What ``koord sim`` needs beyond the service's own dependencies (the ``sim`` extra of pyproject.toml).
+SIM_EXTRA_MODULES = ("matplotlib",)
+SIM_EXTRA_HINT = "pip install 'koordinator-py[sim]'"
+
+
+def require_sim_extra() -> None:
+    """Exit 2 with an install hint when a module of the ``sim`` extra is missing.
+
+    Raises:
+        typer.Exit: code 2, the message names the missing module and ``pip install 'koordinator-py[sim]'``.
+    """
+    for module in SIM_EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            _fail(f"koord sim needs the optional 'sim' extra ({module} is not installed): {escape(SIM_EXTRA_HINT)}")
 
 
 def sim(
@@ -54,12 +77,16 @@ def sim(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
 ) -> None:
     """Replay a GPU trace through /filter, /prioritize and /bind of an in-process service; report
-    GPU allocation and fragmentation ratios per policy and seed beside the published results."""
+    GPU allocation and fragmentation ratios per policy and seed beside the published results.
+
+    Needs the ``sim`` extra (``pip install 'koordinator-py[sim]'``); without it, exits 2 saying so.
+    """
+    require_sim_extra()
     import orjson
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from app.framework.config import ConfigError
-    from app.framework.registry import default_registry
+    from app.plugins.registry import default_registry
     from app.sim.errors import SimInputError
     from app.sim.experiment import load_trace, run_one
     from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy

@@ -1,11 +1,19 @@
-"""ElasticQuota's well-known names, spelled as upstream (``apis/extension/elastic_quota.go``).
+"""ElasticQuota's well-known names and the parse of an ElasticQuota object (``apis/extension/elastic_quota.go``).
 
-Also the small readers of those labels and annotations on an ElasticQuota or pod object
-(``GetParentQuotaName``, ``IsParentQuota``, ``IsAllowLentResource``, ``GetSharedWeight``, ...).
+Shared by the scheduler plugin (:mod:`app.plugins.elasticquota`) and the ElasticQuota and pod
+webhooks, as upstream's plugin and webhook both read quotas through ``apis/extension`` and
+``core.NewQuotaInfoFromQuota``:
+
+- the quota names, labels and annotations, spelled as upstream;
+- the small readers of those labels and annotations (``GetParentQuotaName``, ``IsParentQuota``,
+  ``IsAllowLentResource``, ``GetSharedWeight``, ...);
+- :func:`parse_elastic_quota`, the one parse of an ElasticQuota object into an
+  :class:`ElasticQuotaView` (name, tree labels, ``spec.min``/``spec.max`` as internal integers).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -23,18 +31,14 @@ LABEL_QUOTA_IS_PARENT = PREFIX + "/is-parent"
 LABEL_QUOTA_PARENT = PREFIX + "/parent"
 LABEL_ALLOW_LENT_RESOURCE = PREFIX + "/allow-lent-resource"
 LABEL_QUOTA_NAME = PREFIX + "/name"
-LABEL_QUOTA_PROFILE = PREFIX + "/profile"
 LABEL_QUOTA_IS_ROOT = PREFIX + "/is-root"
 LABEL_QUOTA_TREE_ID = PREFIX + "/tree-id"
-LABEL_QUOTA_IGNORE_DEFAULT_TREE = PREFIX + "/ignore-default-tree"
 LABEL_PREEMPTIBLE = PREFIX + "/preemptible"
 LABEL_ALLOW_FORCE_UPDATE = PREFIX + "/allow-force-update"
 ANNOTATION_SHARED_WEIGHT = PREFIX + "/shared-weight"
 ANNOTATION_RUNTIME = PREFIX + "/runtime"
 ANNOTATION_REQUEST = PREFIX + "/request"
 ANNOTATION_CHILD_REQUEST = PREFIX + "/child-request"
-ANNOTATION_RESOURCE_KEYS = PREFIX + "/resource-keys"
-ANNOTATION_TOTAL_RESOURCE = PREFIX + "/total-resource"
 ANNOTATION_QUOTA_NAMESPACES = PREFIX + "/namespaces"
 ANNOTATION_GUARANTEED = PREFIX + "/guaranteed"
 ANNOTATION_ALLOCATED = PREFIX + "/allocated"
@@ -139,3 +143,68 @@ def quota_namespaces(quota: dict[str, Any]) -> list[str]:
     if not isinstance(raw, list):
         return []
     return [str(ns) for ns in raw if isinstance(ns, str)]
+
+
+class QuotaSpecError(ValueError):
+    """An ElasticQuota object cannot be read; the message names the quota and the field
+    (``ElasticQuota team: spec.max.cpu: ...``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticQuotaView:
+    """What the scheduler and the webhooks read of one ElasticQuota object.
+
+    Attributes:
+        name, namespace: ``metadata`` ("" namespace when absent).
+        parent: :func:`parent_quota_name`; is_parent: :func:`is_parent_quota`;
+        allow_lent_resource: :func:`is_allow_lent_resource`; allow_force_update: :func:`is_allow_force_update`;
+        tree_id: :func:`tree_id`; is_tree_root: :func:`is_tree_root_quota`.
+        max, min: ``spec.max`` / ``spec.min`` as internal integers (cpu milli, others base units).
+        namespaces: :func:`quota_namespaces`.
+    """
+
+    name: str
+    namespace: str
+    parent: str
+    is_parent: bool
+    allow_lent_resource: bool
+    allow_force_update: bool
+    tree_id: str
+    is_tree_root: bool
+    max: dict[str, int] = field(default_factory=dict)
+    min: dict[str, int] = field(default_factory=dict)
+    namespaces: list[str] = field(default_factory=list)
+
+
+def parse_elastic_quota(obj: Any) -> ElasticQuotaView:
+    """Read an ElasticQuota object (JSON-shaped dict), as ``core.NewQuotaInfoFromQuota`` does.
+
+    Raises:
+        QuotaSpecError: no ``metadata.name``, ``spec`` not an object, or ``spec.min``/``spec.max``
+            not ResourceLists of valid quantities (``ElasticQuota <name>: spec.max.cpu: ...``).
+    """
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(name, str) or not name:
+        raise QuotaSpecError("ElasticQuota metadata.name: required")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise QuotaSpecError(f"ElasticQuota {name} spec: expected an object")
+    try:
+        max_ = parse_resource_list(spec.get("max"), field="spec.max")
+        min_ = parse_resource_list(spec.get("min"), field="spec.min")
+    except QuantityError as exc:
+        raise QuotaSpecError(f"ElasticQuota {name}: {exc}") from None
+    return ElasticQuotaView(
+        name=name,
+        namespace=str(meta.get("namespace") or ""),
+        parent=parent_quota_name(obj),
+        is_parent=is_parent_quota(obj),
+        allow_lent_resource=is_allow_lent_resource(obj),
+        allow_force_update=is_allow_force_update(obj),
+        tree_id=tree_id(obj),
+        is_tree_root=is_tree_root_quota(obj),
+        max=max_,
+        min=min_,
+        namespaces=quota_namespaces(obj),
+    )
