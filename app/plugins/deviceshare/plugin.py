@@ -52,7 +52,7 @@ from app.framework.interfaces import (
     ReservePlugin,
     ServiceProvider,
 )
-from app.framework.status import SUCCESS, Status
+from app.framework.status import SKIP, SUCCESS, Status
 from app.plugins.deviceshare import names as n
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
@@ -165,7 +165,7 @@ class DeviceShare(
             state.write(_STATE, _PodState(None))
             return Status.unresolvable(str(exc))
         state.write(_STATE, _PodState(req))
-        return SUCCESS if req is not None else Status.skip()
+        return SUCCESS if req is not None else SKIP
 
     def _fits(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
         """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
@@ -242,7 +242,7 @@ class DeviceShare(
             return SUCCESS
         if self.args.strategy == FRAGMENTATION_AWARE and _asks_no_gpu(pod):
             return SUCCESS
-        return Status.skip()
+        return SKIP
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         """0..100 per node (see :meth:`pre_score` for the pods scored)."""
