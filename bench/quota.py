@@ -28,8 +28,8 @@ The result is one JSON object on stdout.
 from __future__ import annotations
 
 import argparse
-import gc
 import asyncio
+import gc
 import random
 import statistics
 import sys

@@ -6,7 +6,7 @@ A plugin gets one :class:`Handle` at construction and reaches the cluster only t
   objects, other kinds by name, the node table's columns), as upstream's ``SnapshotSharedLister``;
 - ``handle.add_listener``: event hooks on cache changes, as upstream's ``SharedInformerFactory``
   event handlers (the listener is replayed the current state at once);
-- ``handle.client``: the API client (:class:`ClusterClient`, the source's writes), as upstream's
+- ``handle.client``: the API client (:class:`~app.sources.base.ClusterClient`, the source's writes), as upstream's
   ``ClientSet``: PreBind plugins patch pods through it themselves;
 - ``handle.waiting_pods``: the pods held at Permit (:class:`~app.framework.waiting.WaitingPods`),
   as upstream's ``GetWaitingPod`` / ``IterateOverWaitingPods`` / ``RejectWaitingPod``;
@@ -19,7 +19,7 @@ Mirrors k8s.io/kubernetes/pkg/scheduler/framework/interface.go (``Handle``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,77 +29,15 @@ from app.cache.nodestate import NodeState
 from app.cache.nodetable import NodeTable
 from app.cache.podinfo import PodInfo
 from app.cache.snapshot import ClusterCache
-from app.client.errors import MethodNotAllowed
 from app.framework.waiting import WaitingPods
+from app.sources.base import ClusterClient
 
 
-class ClusterClient(Protocol):
-    """The writes a plugin may make (the service's source implements them).
+class NoClient(ClusterClient):
+    """The :class:`~app.sources.base.ClusterClient` of a handle built without one (a plugin's unit
+    test): every write raises :class:`~app.client.errors.MethodNotAllowed`."""
 
-    Every method raises the typed errors of :mod:`app.client.errors` (``NotFound``, ``Conflict``,
-    ``TooManyRequests``, ...) when the API server refuses or does not answer.
-    """
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
-        """Create the pod's ``Binding`` to ``node`` (uid precondition)."""
-        ...
-
-    async def patch(
-        self,
-        kind: str,
-        name: str,
-        patch: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        """JSON merge patch (RFC 7386) of an object (or its ``status`` subresource); returns the object."""
-        ...
-
-    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` or replace the existing one's labels, annotations and spec; returns it."""
-        ...
-
-    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
-        """Delete an object."""
-        ...
-
-    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
-        """Evict a pod through the Eviction API (policy/v1), uid precondition."""
-        ...
-
-
-class NoClient:
-    """A :class:`ClusterClient` for handles built without one (unit tests of a plugin): every write
-    raises :class:`~app.client.errors.MethodNotAllowed`."""
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
-        """Raises: MethodNotAllowed always."""
-        raise MethodNotAllowed("this handle has no API client: cannot bind")
-
-    async def patch(
-        self,
-        kind: str,
-        name: str,
-        patch: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        """Raises: MethodNotAllowed always."""
-        raise MethodNotAllowed("this handle has no API client: cannot patch")
-
-    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Raises: MethodNotAllowed always."""
-        raise MethodNotAllowed("this handle has no API client: cannot write")
-
-    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
-        """Raises: MethodNotAllowed always."""
-        raise MethodNotAllowed("this handle has no API client: cannot delete")
-
-    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
-        """Raises: MethodNotAllowed always."""
-        raise MethodNotAllowed("this handle has no API client: cannot evict")
+    description = "a handle without an API client"
 
 
 class SnapshotLister:

@@ -11,6 +11,7 @@ order and the assume/forget around them live in :mod:`app.framework.bindingcycle
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,22 +214,18 @@ class Framework:
         for i, plugin in enumerate(self.reserve_plugins):
             try:
                 status = plugin.reserve(state, pod, node)
-            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
-                log.exception("Reserve plugin %s failed", plugin.name)
-                status = Status.error(str(exc) or type(exc).__name__)
+            except Exception:  # a plugin bug fails this pod's binding, not the service
+                status = _crashed("Reserve", plugin.name)
             if status.is_success() or status.is_skip():
                 continue
-            for done in reversed(self.reserve_plugins[: i + 1]):
-                try:
-                    done.unreserve(state, pod, node)
-                except Exception:  # keep undoing the others
-                    log.exception("Unreserve of plugin %s failed", done.name)
+            self.run_unreserve(state, pod, node, reserved=i + 1)
             return _failed("Reserve", plugin.name, status)
         return SUCCESS
 
-    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        """Unreserve on every Reserve plugin, in reverse order (a point after Reserve failed)."""
-        for plugin in reversed(self.reserve_plugins):
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str, reserved: int | None = None) -> None:
+        """Unreserve in reverse order on the first ``reserved`` Reserve plugins (all when None: a point
+        after Reserve failed); an Unreserve that raises is logged and the others still run."""
+        for plugin in reversed(self.reserve_plugins[:reserved]):
             try:
                 plugin.unreserve(state, pod, node)
             except Exception:  # keep undoing the others
@@ -245,9 +242,8 @@ class Framework:
         for plugin in self.permit_plugins:
             try:
                 status, timeout = plugin.permit(state, pod, node)
-            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
-                log.exception("Permit plugin %s failed", plugin.name)
-                status, timeout = Status.error(str(exc) or type(exc).__name__), 0.0
+            except Exception:  # a plugin bug fails this pod's binding, not the service
+                status, timeout = _crashed("Permit", plugin.name), 0.0
             if status.is_success() or status.is_skip():
                 continue
             if status.is_wait():
@@ -277,9 +273,8 @@ class Framework:
         for plugin in self.pre_bind_plugins:
             try:
                 status = await plugin.pre_bind(state, pod, node)
-            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
-                log.exception("PreBind plugin %s failed", plugin.name)
-                status = Status.error(str(exc) or type(exc).__name__)
+            except Exception:  # a plugin bug fails this pod's binding, not the service
+                status = _crashed("PreBind", plugin.name)
             if not status.is_success() and not status.is_skip():
                 return _failed("PreBind", plugin.name, status)
         return SUCCESS
@@ -297,9 +292,8 @@ class Framework:
         for plugin in self.bind_plugins:
             try:
                 status = await plugin.bind(state, pod, node)
-            except Exception as exc:  # a plugin bug fails this pod's binding, not the service
-                log.exception("Bind plugin %s failed", plugin.name)
-                status = Status.error(str(exc) or type(exc).__name__)
+            except Exception:  # a plugin bug fails this pod's binding, not the service
+                status = _crashed("Bind", plugin.name)
             if status.is_skip():
                 continue
             return SUCCESS if status.is_success() else _failed("Bind", plugin.name, status)
@@ -363,6 +357,14 @@ class ScoreError(Exception):
 
 #: The name failures of the default binder carry (upstream's ``DefaultBinder`` plugin).
 DEFAULT_BINDER = "DefaultBinder"
+
+
+def _crashed(point: str, plugin: str) -> Status:
+    """Log the exception ``plugin`` is raising at ``point`` and turn it into an ERROR status carrying its
+    message (to be called from an ``except`` block)."""
+    exc = sys.exc_info()[1]
+    log.exception("%s plugin %s failed", point, plugin)
+    return Status.error(str(exc) or type(exc).__name__)
 
 
 def _failed(point: str, plugin: str, status: Status) -> Status:

@@ -12,7 +12,7 @@ Both raise the typed errors of :mod:`app.client.errors` (``NotFound``, ``Conflic
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol
 
 from app.api.kinds import KINDS, KindInfo
 from app.client.errors import BadRequest, MethodNotAllowed, NotFound
@@ -76,7 +76,94 @@ def updated_object(current: dict[str, Any], obj: dict[str, Any]) -> dict[str, An
     return {**current, "metadata": cmeta, "spec": obj.get("spec", current.get("spec"))}
 
 
-class Source(ABC):
+class ClusterClient(Protocol):
+    """The writes the scheduler's plugins and controllers make (kube-scheduler's ``ClientSet``).
+
+    :class:`Source` implements it; so does anything else handed to a plugin's Handle. The default
+    bodies refuse with :class:`~app.client.errors.MethodNotAllowed`: an implementation that does not
+    write (a read-only source, a unit test's handle) inherits them. Every method raises the typed
+    errors of :mod:`app.client.errors`.
+    """
+
+    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object if known.
+
+        Raises:
+            NotFound: the pod (or, embedded, the node) does not exist.
+            Conflict: the pod is bound to another node already, or was recreated (uid mismatch).
+            MethodNotAllowed: this client does not write.
+            ConnectionFailed: the API server did not answer.
+            ApiError: any other refusal; ``str(exc)`` is the message for ExtenderBindingResult.Error.
+        """
+        raise MethodNotAllowed(f"{_name(self)} does not support writes")
+
+    async def patch(
+        self,
+        kind: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Apply a JSON merge patch (RFC 7386: ``None`` deletes a key) to an object and return it.
+
+        ``subresource="status"`` patches the status subresource (Node allocatable, NodeMetric
+        status); otherwise the main resource (e.g. a pod's annotations).
+
+        Raises:
+            NotFound: unknown kind or object.
+            MethodNotAllowed: this source does not write.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
+        """
+        raise MethodNotAllowed(f"{_name(self)} does not support writes")
+
+    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create ``obj`` (kind, metadata.name, [namespace] from the object), or replace the
+        existing one's ``metadata.labels``/``annotations`` and ``spec``; return the stored object.
+
+        Raises:
+            BadRequest: unknown kind or no ``metadata.name``.
+            MethodNotAllowed: this source does not write.
+            Conflict: the object changed while it was being replaced.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
+        """
+        raise MethodNotAllowed(f"{_name(self)} does not support writes")
+
+    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
+        """Delete object ``name`` of ``kind`` (in ``namespace`` for namespaced kinds, "default" when None).
+
+        The deletion reaches the sink as a DELETED watch event. Used by the NodeSLO controller
+        to drop NodeSLOs of nodes that are gone (upstream relies on the ownerReference's
+        garbage collection, which the embedded mode does not have).
+
+        Raises:
+            NotFound: unknown kind or object.
+            MethodNotAllowed: this source does not write.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
+        """
+        raise MethodNotAllowed(f"{_name(self)} does not support writes")
+
+    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
+        """Evict a pod through the Eviction API (policy/v1), with a uid precondition.
+
+        Embedded sources record the eviction (log, :attr:`evictions`) and kill nothing.
+
+        Raises:
+            TooManyRequests: a PodDisruptionBudget blocks it.
+            NotFound: the pod is gone.
+            MethodNotAllowed: this source does not evict.
+            ApiError: any other refusal, or ConnectionFailed when no answer came.
+        """
+        raise MethodNotAllowed(f"{_name(self)} does not support evictions")
+
+
+def _name(client: object) -> str:
+    """How a refusal names the client: its ``description`` when it has one, else its class."""
+    return str(getattr(client, "description", type(client).__name__))
+
+
+class Source(ClusterClient, ABC):
     """A producer of cluster objects and the target of bind calls.
 
     Life cycle: ``await start(sink)`` once (returns after the background work is started, not
@@ -102,74 +189,7 @@ class Source(ABC):
 
     @abstractmethod
     async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
-        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object if known.
-
-        Raises:
-            NotFound: the pod (or, embedded, the node) does not exist.
-            Conflict: the pod is bound to another node already, or was recreated (uid mismatch).
-            ConnectionFailed: the API server did not answer.
-            ApiError: any other refusal; ``str(exc)`` is the message for ExtenderBindingResult.Error.
-        """
-
-    async def patch(
-        self,
-        kind: str,
-        name: str,
-        patch: dict[str, Any],
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> dict[str, Any]:
-        """Apply a JSON merge patch (RFC 7386: ``None`` deletes a key) to an object and return it.
-
-        ``subresource="status"`` patches the status subresource (Node allocatable, NodeMetric
-        status); otherwise the main resource (e.g. a pod's annotations).
-
-        Raises:
-            NotFound: unknown kind or object.
-            MethodNotAllowed: this source does not write.
-            ApiError: any other refusal, or ConnectionFailed when no answer came.
-        """
-        raise MethodNotAllowed(f"{self.description} does not support writes")
-
-    async def create_or_update(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create ``obj`` (kind, metadata.name, [namespace] from the object), or replace the
-        existing one's ``metadata.labels``/``annotations`` and ``spec``; return the stored object.
-
-        Raises:
-            BadRequest: unknown kind or no ``metadata.name``.
-            MethodNotAllowed: this source does not write.
-            Conflict: the object changed while it was being replaced.
-            ApiError: any other refusal, or ConnectionFailed when no answer came.
-        """
-        raise MethodNotAllowed(f"{self.description} does not support writes")
-
-    async def delete(self, kind: str, name: str, *, namespace: str | None = None) -> None:
-        """Delete object ``name`` of ``kind`` (in ``namespace`` for namespaced kinds, "default" when None).
-
-        The deletion reaches the sink as a DELETED watch event. Used by the NodeSLO controller
-        to drop NodeSLOs of nodes that are gone (upstream relies on the ownerReference's
-        garbage collection, which the embedded mode does not have).
-
-        Raises:
-            NotFound: unknown kind or object.
-            MethodNotAllowed: this source does not write.
-            ApiError: any other refusal, or ConnectionFailed when no answer came.
-        """
-        raise MethodNotAllowed(f"{self.description} does not support writes")
-
-    async def evict(self, namespace: str, name: str, uid: str, reason: str) -> None:
-        """Evict a pod through the Eviction API (policy/v1), with a uid precondition.
-
-        Embedded sources record the eviction (log, :attr:`evictions`) and kill nothing.
-
-        Raises:
-            TooManyRequests: a PodDisruptionBudget blocks it.
-            NotFound: the pod is gone.
-            MethodNotAllowed: this source does not evict.
-            ApiError: any other refusal, or ConnectionFailed when no answer came.
-        """
-        raise MethodNotAllowed(f"{self.description} does not support evictions")
+        """Bind the pod to ``node`` (see :meth:`ClusterClient.bind`); every source implements it."""
 
     def watch_restarts(self) -> int:
         """Number of watch streams restarted (relist or reconnect) since start; 0 for sources without watches."""

@@ -27,9 +27,9 @@ import orjson
 from app.api import elasticquota as n
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
 from app.client.errors import ApiError
-from app.framework.handle import ClusterClient
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
+from app.sources.base import ClusterClient
 
 log = logging.getLogger(__name__)
 
