@@ -6,7 +6,7 @@ What it measures
     (one worker, httptools, uvloop), against a synthetic 5,000-node snapshot (Nodes, NodeMetrics,
     ~20 bound pods per node). Every call is sent on ONE keep-alive connection, one after the other,
     as kube-scheduler's extender client does. Bodies carry the pod of the captured wire sample
-    (``../shared/reference/wire-samples/filter.json``) and 500 candidate ``NodeNames``
+    (``tests/fixtures/wire-samples/filter.json``) and 500 candidate ``NodeNames``
     (nodeCacheCapable). A no-op endpoint ``POST /bench-noop``, registered on the same app, decodes
     and validates the same bodies and answers them re-encoded: it is the floor that HTTP, JSON and
     validation alone cost, and ``ratio_to_noop`` is ``p50(verb) / p50(noop)``.
@@ -63,7 +63,7 @@ from app.sources.base import WATCHED_KINDS, Source
 from app.sources.events import EventSink
 
 REPO = Path(__file__).resolve().parents[1]
-WIRE_SAMPLES = REPO.parent / "shared" / "reference" / "wire-samples"
+WIRE_SAMPLES = REPO / "tests" / "fixtures" / "wire-samples"
 
 GI = 1024**3
 MI = 1024**2

@@ -5,7 +5,7 @@ What it measures
     embedded example cluster, which holds a ClusterColocationProfile) under a real uvicorn server
     (one worker, httptools, uvloop) in a child process. The client keeps ``--concurrency`` keep-alive
     connections busy at once (raw asyncio streams, HTTP/1.1), each sending AdmissionReviews built from
-    the captured wire sample (``../shared/reference/wire-samples/admissionreview.json``): half of
+    the captured wire sample (``tests/fixtures/wire-samples/admissionreview.json``): half of
     the mutating reviews match the profile (a JSONPatch is computed and answered), half do not.
 
     ``server_ms``: time the app spends on one review (ASGI call to last body byte, measured inside
@@ -40,7 +40,7 @@ import numpy as np
 import orjson
 
 REPO = Path(__file__).resolve().parents[1]
-WIRE = REPO.parent / "shared" / "reference" / "wire-samples" / "admissionreview.json"
+WIRE = REPO / "tests" / "fixtures" / "wire-samples" / "admissionreview.json"
 TARGET_P99_MS = 5.0
 
 

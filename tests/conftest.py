@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import socket
 import threading
 import time
@@ -22,7 +23,12 @@ from app.server.app import create_app
 from app.sources.files import FileSource
 
 ROOT = Path(__file__).resolve().parents[1]
-WIRE = ROOT.parent / "shared" / "reference" / "wire-samples"
+#: Requests captured from a real kube-scheduler / kube-apiserver v1.26, kept in the repo as fixtures
+#: (copied from ../shared/reference/wire-samples; see its README).
+WIRE = ROOT / "tests" / "fixtures" / "wire-samples"
+#: The shared folder beside the checkout (public traces for the sim tests). ``KOORD_SHARED_DIR`` points
+#: elsewhere; CI sets it to a missing folder once to prove the suite passes without it.
+SHARED = Path(os.environ.get("KOORD_SHARED_DIR") or ROOT.parent / "shared")
 EXAMPLE_CLUSTER = ROOT / "examples" / "cluster"
 
 

@@ -10,17 +10,14 @@ import sys
 from pathlib import Path
 
 import orjson
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "extender.py"
-WIRE_SAMPLE = REPO.parent / "shared" / "reference" / "wire-samples" / "filter.json"
 
 VERB_KEYS = {"p50_ms", "p99_ms", "calls_per_second", "ratio_to_noop"}
 NOOP_KEYS = {"p50_ms", "p99_ms", "calls_per_second"}
 
 
-@pytest.mark.skipif(not WIRE_SAMPLE.exists(), reason="wire samples (../shared) not available")
 def test_bench_prints_result_json() -> None:
     args = ["--nodes", "200", "--candidates", "50", "--calls", "50", "--full-calls", "20", "--warmup", "10"]
     args += ["--binds", "40"]

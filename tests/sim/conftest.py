@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "alibaba-gpu-v2023" / "csv"
+from tests.conftest import SHARED
+
+DATA = SHARED / "data" / "alibaba-gpu-v2023" / "csv"
 NODES_CSV = DATA / "openb_node_list_gpu_node.csv"
 PODS_CSV = DATA / "openb_pod_list_default.csv"
 
