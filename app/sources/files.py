@@ -10,9 +10,11 @@ Embedded-mode conventions:
 
 - Pods without ``metadata.uid`` get a stable uid derived from ``namespace/name`` (at load, by
   :mod:`app.api.manifests`).
-- A NodeMetric without ``status.updateTime`` stands for a node agent that keeps reporting the
-  same values: its ``updateTime`` is stamped at load and re-stamped every ``restamp_interval``
-  seconds, so it never expires.
+- A NodeMetric without ``status.updateTime`` is what upstream calls expired (LoadAwareScheduling
+  fails the node ``node(s) nodeMetric expired``, the batch-resource controller degrades it). One
+  annotated :data:`ANNOTATION_STAMP_UPDATE_TIME` ``: "true"`` stands instead for a node agent that
+  keeps reporting the same values: its ``updateTime`` is stamped at load and re-stamped every
+  ``restamp_interval`` seconds, so it never expires (the example cluster's NodeMetrics use it).
 - ``bind`` records the binding in memory (it survives file reloads) and delivers the bound pod as
   a MODIFIED event, as a watch would after a real binding.
 - ``delete`` removes the object in memory and delivers a DELETED event. An object written through
@@ -47,6 +49,18 @@ from app.sources.events import Event, EventSink, EventType
 from app.sources.mergepatch import apply_merge_patch, compose_merge_patches
 
 log = logging.getLogger(__name__)
+
+#: A NodeMetric annotated with this (value ``"true"``) and without ``status.updateTime`` stands for a
+#: live node agent in the files: the source stamps its ``updateTime`` now, and again every
+#: ``restamp_interval`` seconds. Without it, a missing ``updateTime`` means expired, as upstream.
+ANNOTATION_STAMP_UPDATE_TIME = "koordinator-py.io/stamp-update-time"
+
+
+def _asks_stamping(metric: dict[str, Any]) -> bool:
+    """Whether ``metric`` carries :data:`ANNOTATION_STAMP_UPDATE_TIME` ``: "true"``."""
+    meta = metric.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    return isinstance(annotations, dict) and annotations.get(ANNOTATION_STAMP_UPDATE_TIME) == "true"
 
 
 def _snapshot(path: Path) -> tuple[tuple[str, float, int], ...]:
@@ -150,6 +164,8 @@ class FileSource(Source):
         self._stamped = set()
         for key, metric in loaded.get("NodeMetric", {}).items():
             status = metric.get("status")
+            if not _asks_stamping(metric):
+                continue
             if isinstance(status, dict) and not status.get("updateTime"):
                 loaded["NodeMetric"][key] = {**metric, "status": {**status, "updateTime": now}}
                 self._stamped.add(key)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from app.sources.files import FileSource
 from tests.conftest import LiveServer, filter_body, wire
 
 EXAMPLE_NODES = ["node-idle", "node-busy", "node-hot", "node-nokoordlet"]
@@ -201,3 +204,39 @@ def test_inspection_health_and_metrics(example_server: LiveServer) -> None:
     assert "koord_extender_request_duration_seconds_bucket" in text
     assert 'koord_cache_objects{kind="Node"} 4.0' in text
     assert "koord_source_watch_restarts_total 0.0" in text
+
+
+def _metric_cluster(tmp: Path, annotations: dict[str, str]) -> Path:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}},
+    }
+    metric = {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": "n1", "annotations": annotations},
+        "status": {"nodeMetric": {"nodeUsage": {"resources": {"cpu": "1", "memory": "1Gi"}}}},
+    }
+    (tmp / "c.yaml").write_text(yaml.safe_dump_all([node, metric]))
+    return tmp
+
+
+@pytest.mark.parametrize(
+    ("annotations", "failed"),
+    [
+        # upstream: a NodeMetric without status.updateTime is expired (filterExpiredNodeMetrics)
+        ({}, {"n1": "node(s) nodeMetric expired"}),
+        # the file source's explicit stand-in for a live agent: stamped now, so the node passes
+        ({"koordinator-py.io/stamp-update-time": "true"}, {}),
+    ],
+)
+def test_node_metric_without_update_time_is_expired_unless_stamped(
+    tmp_path: Path, annotations: dict[str, str], failed: dict[str, str]
+) -> None:
+    with LiveServer(FileSource(_metric_cluster(tmp_path, annotations), poll_interval=0)) as srv:
+        pod = wire("filter.json")["Pod"]
+        body = srv.client.post("/filter", json=filter_body(pod, ["n1"])).json()
+        assert body["FailedNodes"] == failed
+        assert body["NodeNames"] == ([] if failed else ["n1"])

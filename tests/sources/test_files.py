@@ -11,7 +11,7 @@ import pytest
 from app.api.manifests import ManifestError, load_objects
 from app.client.errors import NotFound
 from app.sources.events import Event
-from app.sources.files import FileSource
+from app.sources.files import ANNOTATION_STAMP_UPDATE_TIME, FileSource
 
 
 class Sink:
@@ -94,9 +94,10 @@ async def test_reload_delivers_differences_and_keeps_last_good(tmp_path: Path) -
         await src.stop()
 
 
-async def test_node_metric_without_update_time_is_restamped(tmp_path: Path) -> None:
+async def test_annotated_node_metric_without_update_time_is_restamped(tmp_path: Path) -> None:
     (tmp_path / "m.yaml").write_text(
-        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\nmetadata: {name: n1}\n"
+        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\n"
+        f"metadata: {{name: n1, annotations: {{{ANNOTATION_STAMP_UPDATE_TIME}: 'true'}}}}\n"
         "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
     )
     src = FileSource(tmp_path, poll_interval=0, restamp_interval=0.05)
@@ -110,6 +111,27 @@ async def test_node_metric_without_update_time_is_restamped(tmp_path: Path) -> N
             if sink.events:
                 break
         assert sink.events and sink.events[0].kind == "NodeMetric"
+    finally:
+        await src.stop()
+
+
+async def test_node_metric_without_update_time_stays_without(tmp_path: Path) -> None:
+    # upstream treats a NodeMetric with no updateTime as expired: the source must not make it fresh
+    (tmp_path / "m.yaml").write_text(
+        "apiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\nmetadata: {name: n1}\n"
+        "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
+        "---\napiVersion: slo.koordinator.sh/v1alpha1\nkind: NodeMetric\n"
+        f"metadata: {{name: n2, annotations: {{{ANNOTATION_STAMP_UPDATE_TIME}: 'false'}}}}\n"
+        "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
+    )
+    src = FileSource(tmp_path, poll_interval=0, restamp_interval=0.05)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        await asyncio.sleep(0.15)
+        for name in ("n1", "n2"):
+            assert "updateTime" not in sink.objects["NodeMetric"][name]["status"]
+        assert sink.events == []  # nothing re-stamped
     finally:
         await src.stop()
 
