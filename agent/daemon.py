@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups import CgroupLayout, CgroupPathError
+from agent.collectors.hostapps import HostApp, HostAppCollector, host_apps_of
 from agent.collectors.node import NodeCollector, ProcessorInfo, processors
-from agent.collectors.pods import PodCollector, collect_be
+from agent.collectors.pods import CgroupUsageReader, PodCollector, collect_be
 from agent.evictor import Evictor
 from agent.executor import CgroupExecutor
 from agent.metriccache import MetricCache
@@ -33,6 +34,8 @@ from agent.qos.context import (
     SYS_CPU,
     SYS_MEMORY,
     QoSContext,
+    host_app_cpu_key,
+    host_app_memory_key,
     pod_cpu_key,
     pod_memory_key,
 )
@@ -153,6 +156,8 @@ class Agent:
         self.executor = CgroupExecutor(layout, dry_run=config.dry_run, recorder=self.metrics)
         self.node_collector = NodeCollector(config.proc)
         self.pod_collector = PodCollector(layout)
+        self.host_app_collector = HostAppCollector(CgroupUsageReader(layout))
+        self.host_apps: list[HostApp] = []
         self.suppress = CPUSuppress()
         self.isolation = Isolation()
         self.processors: list[ProcessorInfo] = processors(config.sys_cpu)
@@ -214,6 +219,11 @@ class Agent:
         self.pods = [pod_meta(p, self.layout) for p in self.states.pods]
         self.generation += 1
         self.slo = merged_spec(self.states.node_slo)
+        self.host_apps = host_apps_of(self.layout, self.slo.host_applications)
+        names = {app.name for app in self.host_apps}
+        for key in self.cache.keys("host_app_"):
+            if key.split("/", 1)[1] not in names:
+                self.cache.drop(key)
         self.capacity = node_capacity(self.states.node, len(self.processors) * 1000, self._machine_memory())
         self.policy = CollectPolicy.from_node_metric(self.states.node_metric)
         live = {p.uid for p in self.pods}
@@ -270,10 +280,18 @@ class Agent:
                     with contextlib.suppress(KeyError):
                         gauge.remove(*lab)
             self._pod_labels = labels
+        apps_cpu, apps_mem = 0.0, 0
+        for name, usage in self.host_app_collector.collect(self.host_apps, now).items():
+            self.cache.append(host_app_memory_key(name), now, usage.memory, retention=pod_retention)
+            apps_mem += usage.memory
+            if usage.cpu is not None:
+                self.cache.append(host_app_cpu_key(name), now, usage.cpu, retention=pod_retention)
+                apps_cpu += usage.cpu
+        # system = node - pods - host applications (upstream's sysresource collector)
         if node_cpu is not None and all_cpu:
-            self.cache.append(SYS_CPU, now, max(node_cpu - sum_cpu, 0.0))
+            self.cache.append(SYS_CPU, now, max(node_cpu - sum_cpu - apps_cpu, 0.0))
         if node_memory is not None:
-            self.cache.append(SYS_MEMORY, now, max(node_memory - sum_mem, 0))
+            self.cache.append(SYS_MEMORY, now, max(node_memory - sum_mem - apps_mem, 0))
         try:
             be = collect_be(self.layout, self.pod_collector.reader, self.pods, now)
         except (OSError, ValueError, CgroupPathError) as exc:
@@ -302,6 +320,7 @@ class Agent:
             allocatable=allocatable,
             reserved_cpu=reserved,
             features=self.config.features,
+            host_apps=self.host_apps,
         )
 
     def enforce(self, now: float) -> None:
@@ -358,7 +377,7 @@ class Agent:
         """Write a NodeMetric when the report interval passed (or ``force``); True when written."""
         if self.writer is None or (not force and now - self._report_at < self.report_interval):
             return False
-        status = build_status(self.cache, self.pods, now, self.policy)
+        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps)
         if status is None:
             return False
         self._report_at = now

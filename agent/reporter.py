@@ -23,8 +23,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
+from agent.collectors.hostapps import HostApp
 from agent.metriccache import AGGREGATIONS, MetricCache
-from agent.qos.context import NODE_CPU, NODE_MEMORY, SYS_CPU, SYS_MEMORY, pod_cpu_key, pod_memory_key
+from agent.qos.context import (
+    NODE_CPU,
+    NODE_MEMORY,
+    SYS_CPU,
+    SYS_MEMORY,
+    host_app_cpu_key,
+    host_app_memory_key,
+    pod_cpu_key,
+    pod_memory_key,
+)
 from agent.states.pods import PodMeta
 from app.api.kinds import KINDS
 from app.api.quantity import format_resource_list
@@ -144,8 +154,14 @@ def _aggregated(
     return out
 
 
-def build_status(cache: MetricCache, pods: list[PodMeta], now: float, policy: CollectPolicy) -> dict[str, Any] | None:
-    """The NodeMetric ``status`` at ``now``, or None before the first node sample (upstream skips that round)."""
+def build_status(
+    cache: MetricCache, pods: list[PodMeta], now: float, policy: CollectPolicy, host_apps: list[HostApp] | None = None
+) -> dict[str, Any] | None:
+    """The NodeMetric ``status`` at ``now``, or None before the first node sample (upstream skips that round).
+
+    ``hostApplicationMetric`` lists each host application with samples in the window: its name, average
+    usage, priority and QoS class (upstream ``states_nodemetric.go`` ``collectMetric``).
+    """
     start = now - policy.aggregate_seconds
     node_usage = _usage(cache, NODE_CPU, NODE_MEMORY, start, now, "avg", 0)
     if not node_usage:
@@ -165,6 +181,16 @@ def build_status(cache: MetricCache, pods: list[PodMeta], now: float, policy: Co
             }
         )
     pods_metric.sort(key=lambda p: (p["namespace"], p["name"]))
+    apps_metric = []
+    for app in host_apps or []:
+        usage = _usage(cache, host_app_cpu_key(app.name), host_app_memory_key(app.name), start, now, "avg", 0)
+        if usage:
+            entry: dict[str, Any] = {"name": app.name, "usage": usage}
+            if app.priority:
+                entry["priority"] = app.priority
+            if app.qos:
+                entry["qos"] = app.qos
+            apps_metric.append(entry)
     return {
         "updateTime": format_time(now),
         "nodeMetric": {
@@ -174,7 +200,7 @@ def build_status(cache: MetricCache, pods: list[PodMeta], now: float, policy: Co
             "aggregatedSystemUsages": _aggregated(cache, SYS_CPU, SYS_MEMORY, now, policy.durations),
         },
         "podsMetric": pods_metric,
-        "hostApplicationMetric": [],
+        "hostApplicationMetric": apps_metric,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.cgroups import CgroupLayout
+from agent.collectors.hostapps import HostApp
 from agent.collectors.node import ProcessorInfo
 from agent.metriccache import MetricCache
 from agent.states.pods import PodMeta
@@ -30,6 +31,16 @@ def pod_memory_key(uid: str) -> str:
     return f"pod_memory/{uid}"
 
 
+def host_app_cpu_key(name: str) -> str:
+    """Series key of a host application's cpu (cores)."""
+    return f"host_app_cpu/{name}"
+
+
+def host_app_memory_key(name: str) -> str:
+    """Series key of a host application's memory working set (bytes)."""
+    return f"host_app_memory/{name}"
+
+
 #: koordlet feature gates with their upstream defaults (``pkg/features/koordlet_features.go``).
 DEFAULT_FEATURES: dict[str, bool] = {
     "BECPUSuppress": True,
@@ -52,6 +63,7 @@ class QoSContext:
         allocatable: node allocatable in internal units (``kubernetes.io/batch-cpu`` milli-cores, ...).
         reserved_cpu: max(kubelet reserved = capacity - allocatable, annotation reservation), milli-cores.
         features: enabled feature gates.
+        host_apps: the NodeSLO's host applications with their cgroup dirs.
     """
 
     now: float
@@ -66,6 +78,7 @@ class QoSContext:
     allocatable: dict[str, int] = field(default_factory=dict)
     reserved_cpu: int = 0
     features: set[str] = field(default_factory=set)
+    host_apps: list[HostApp] = field(default_factory=list)
 
     @property
     def thresholds(self) -> ResourceThresholdStrategy:
@@ -77,7 +90,8 @@ class QoSContext:
         return gate in self.features and bool(self.thresholds.enable)
 
     def last_pod_values(self, key_of: str) -> dict[str, float]:
-        """Newest value per pod uid (within two intervals) of ``pod_cpu`` or ``pod_memory`` series."""
+        """Newest value per pod uid (within two intervals) of ``pod_cpu`` or ``pod_memory`` series (or per
+        host application name of ``host_app_cpu`` / ``host_app_memory``)."""
         prefix = key_of + "/"
         out: dict[str, float] = {}
         for key in self.cache.keys(prefix):

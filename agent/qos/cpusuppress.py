@@ -3,7 +3,13 @@
 Follows upstream ``qosmanager/plugins/cpusuppress/cpu_suppress.go`` and ``qosmanager/helpers/calculator.go``::
 
     suppress(BE) = capacity * cpuSuppressThresholdPercent / 100 - podNonBE.used - hostAppNonBE.used
-                   - max(node.used - Σ pod.used, 0, nodeReserved)
+                   - max(node.used - Σ pod.used - Σ hostApp.used, 0, nodeReserved)
+
+where a pod is BE by its ``koordinator.sh/qosClass`` label or kube QoS BestEffort (a pod the agent does
+not know counts as non-BE), and a host application (``NodeSLO.spec.hostApplications``, measured by
+:mod:`agent.collectors.hostapps`) counts as BE only when its QoS is BE *and* it runs under the
+besteffort dir (``cgroupPath.base: KubepodsBesteffort``), as upstream's ``NonBEHostAppFilter``; a host
+app without a fresh measurement counts nowhere, as upstream's ``CalculateFilterPodsUsed``.
 
 floored at ``capacity * cpuSuppressMinPercent / 100`` when set (all milli-cores). Policies:
 
@@ -24,6 +30,7 @@ import math
 from dataclasses import dataclass
 
 from agent.cgroups import CFS_PERIOD_US, format_cpuset, read_cfs_quota, read_cpuset
+from agent.collectors.hostapps import HostApp
 from agent.executor import CgroupWrite
 from agent.qos.context import NODE_CPU, QoSContext
 from agent.qos.cpuset_picker import pick_cpus
@@ -61,16 +68,32 @@ def calculate_suppress(
     threshold_percent: int,
     min_percent: int | None,
     reserved_milli: int,
+    host_apps: list[HostApp] | None = None,
+    host_app_used_cores: dict[str, float] | None = None,
 ) -> tuple[int, float]:
-    """``(suppress milli-cores, non-BE pod usage in cores)`` by upstream's formula (``calculateBESuppressCPU``).
-
-    Usage of a pod uid absent from ``pods`` counts as non-BE (``CalculateFilterPodsUsed``).
+    """``(suppress milli-cores, non-BE pod usage in cores)`` by upstream's formula (``calculateBESuppressCPU``
+    over ``CalculateFilterPodsUsed`` with ``NonBEPodFilter`` and ``NonBEHostAppFilter``; see the module
+    docstring). Usages are in cores; ``host_app_used_cores`` is keyed by host application name.
     """
     by_uid = {p.uid: p for p in pods}
     all_used = sum(pod_used_cores.values())
     non_be = sum(v for uid, v in pod_used_cores.items() if uid not in by_uid or not by_uid[uid].is_be)
-    system = max(node_used_cores - all_used, 0.0, reserved_milli / 1000)
-    suppress = capacity_milli * threshold_percent // 100 - int(non_be * 1000) - int(system * 1000)
+    apps_used, apps_non_be = 0.0, 0.0
+    measured = host_app_used_cores or {}
+    for app in host_apps or []:
+        used = measured.get(app.name)
+        if used is None:
+            continue
+        apps_used += used
+        if not app.is_be_in_besteffort:
+            apps_non_be += used
+    system = max(node_used_cores - all_used - apps_used, 0.0, reserved_milli / 1000)
+    suppress = (
+        capacity_milli * threshold_percent // 100
+        - int(non_be * 1000)
+        - int(apps_non_be * 1000)
+        - int(system * 1000)
+    )
     if min_percent is not None:
         suppress = max(suppress, capacity_milli * min_percent // 100)
     return suppress, non_be
@@ -139,6 +162,8 @@ class CPUSuppress:
             th.cpu_suppress_threshold_percent if th.cpu_suppress_threshold_percent is not None else 65,
             th.cpu_suppress_min_percent,
             ctx.reserved_cpu,
+            ctx.host_apps,
+            ctx.last_pod_values("host_app_cpu"),
         )
         be_dir = ctx.layout.qos_dir("BestEffort")
         if th.cpu_suppress_policy == POLICY_CFS_QUOTA:

@@ -20,10 +20,11 @@ from agent.cgroups import CgroupLayout
 from agent.collectors.node import processors
 from agent.daemon import Agent, AgentConfig
 from agent.evictor import RecordingEvictor
-from agent.qos.context import pod_memory_key
+from agent.qos.context import NODE_CPU, SYS_CPU, host_app_cpu_key, pod_memory_key
 from agent.reporter import FileMetricWriter
 from agent.states.providers import FileStates
 from app.api.manifests import load_objects
+from app.api.quantity import int_value
 from app.api.slo import NodeMetric
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.vector import Vectorizer
@@ -291,3 +292,44 @@ def test_a_pod_uid_that_would_escape_the_cgroup_root_is_never_touched(
     assert agent.pods[0].cgroup_dir is None
     root_shares = (cgtree.root / "cpu" / "cpu.shares").read_text().strip()
     assert root_shares == "1024"
+
+
+def test_host_applications_are_measured_reported_and_left_out_of_system_usage(
+    cgtree: CgroupTree, cluster: Path, tmp_path: Path
+) -> None:
+    """NodeSLO hostApplications: an LS daemon spinning under the burstable dir and a BE job holding 64 MiB
+    under the besteffort dir are read from their cgroups each round, reported in the NodeMetric's
+    hostApplicationMetric with their QoS, and taken out of the system usage (node - pods - host apps),
+    as upstream's host application and system resource collectors do."""
+    ls_rel, be_rel = f"{cgtree.kubepods}/burstable/ls-daemon", f"{cgtree.kubepods}/besteffort/be-job"
+    cgtree.mkdir(ls_rel)
+    cgtree.mkdir(be_rel)
+    slo = node_slo(cpuSuppressPolicy="cfsQuota")
+    slo["spec"]["hostApplications"] = [
+        {"name": "ls-daemon", "qos": "LS", "cgroupPath": {"base": "KubepodsBurstable", "relativePath": "ls-daemon"}},
+        {"name": "be-job", "qos": "BE", "cgroupPath": {"base": "KubepodsBesteffort", "relativePath": "be-job"}},
+        {"name": "gone", "qos": "LS", "cgroupPath": {"base": "KubepodsBurstable", "relativePath": "not-there"}},
+    ]
+    write_cluster(cluster, node(), slo)
+    cgtree.start(ls_rel, BUSY)
+    proc = cgtree.start(be_rel, ALLOC, str(64 * MiB))
+    assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+    agent = make_agent(cgtree, cluster, tmp_path)
+    for _ in range(5):
+        agent.tick()
+        time.sleep(0.3)
+    now = time.time()
+    assert [a.name for a in agent.context(now).host_apps] == ["ls-daemon", "be-job", "gone"]
+    ls_cpu = agent.cache.last(host_app_cpu_key("ls-daemon"), now, 5)
+    assert ls_cpu is not None and ls_cpu > 0.5, ls_cpu  # a busy loop: about one core
+    node_cpu, sys_cpu = agent.cache.last(NODE_CPU, now, 5), agent.cache.last(SYS_CPU, now, 5)
+    assert node_cpu is not None and sys_cpu is not None
+    assert sys_cpu <= max(node_cpu - ls_cpu, 0.0) + 1e-6, (node_cpu, ls_cpu, sys_cpu)
+    assert agent.report(now, force=True)
+    metric = load_objects(tmp_path / "metrics")["NodeMetric"][NODE]
+    NodeMetric.model_validate(metric)
+    apps = {a["name"]: a for a in metric["status"]["hostApplicationMetric"]}
+    assert set(apps) == {"ls-daemon", "be-job"}  # the app without a cgroup is not reported
+    assert apps["ls-daemon"]["qos"] == "LS" and apps["be-job"]["qos"] == "BE"
+    be_mem = int_value(apps["be-job"]["usage"]["resources"]["memory"])
+    assert 60 * MiB <= be_mem <= 64 * MiB + 24 * MiB, be_mem

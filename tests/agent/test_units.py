@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent.cgroups import CgroupDriver, CgroupLayout, CgroupPathError, CgroupVersion, format_cpuset, parse_cpuset
+from agent.collectors.hostapps import HostApp, host_app_dir, host_apps_of
 from agent.collectors.node import ProcessorInfo
 from agent.daemon import parse_feature_gates
 from agent.evictor import APIEvictor
@@ -27,6 +28,7 @@ from agent.reporter import APIMetricWriter, CollectPolicy, build_status
 from agent.states.nodeslo import merged_spec
 from agent.states.pods import pod_meta
 from agent.states.providers import APIServerStates
+from app.api.slo import HostApplicationSpec
 from app.cli.main import cli
 from app.client.sync import Client
 
@@ -168,6 +170,58 @@ def test_suppress_formula_matches_upstream() -> None:
     assert suppress == 67_200 - 25_000 - 15_000, "unknown pods count as LS, system is max(..., reserved)"
     suppress, _ = calculate_suppress(4_000, 4.0, {"ls": 4.0}, pods, 65, 10, 0)
     assert suppress == 400, "cpuSuppressMinPercent floors the target"
+
+
+def _app(name: str, qos: str, base: str = "") -> HostApp:
+    return HostApp(name=name, qos=qos, priority="", base=base, dir=f"x/{name}")
+
+
+def test_suppress_counts_host_applications_as_upstream() -> None:
+    """NonBEHostAppFilter: a host app is BE only with QoS BE *and* under the besteffort dir; every measured
+    app leaves the system share; an app without a measurement counts nowhere (CalculateFilterPodsUsed)."""
+    pods = [_pod("ls", "LS"), _pod("be", "BE")]
+    apps = [
+        _app("ls-daemon", "LS", "KubepodsBurstable"),  # non-BE: 3 cores
+        _app("be-in-be-dir", "BE", "KubepodsBesteffort"),  # BE: 2 cores
+        _app("be-at-root", "BE", "CgroupRoot"),  # BE qos but not under besteffort: non-BE, 1 core
+        _app("silent", "LS"),  # no measurement
+    ]
+    used = {"ls-daemon": 3.0, "be-in-be-dir": 2.0, "be-at-root": 1.0}
+    suppress, ls = calculate_suppress(96_000, 40.0, {"ls": 20.0, "be": 10.0}, pods, 70, None, 0, apps, used)
+    # system = 40 - 30 (pods) - 6 (apps) = 4; non-BE apps = 3 + 1
+    assert (suppress, ls) == (67_200 - 20_000 - 4_000 - 4_000, 20.0)
+    # without host apps the same usage is all system (as before the NodeSLO declared them)
+    suppress, _ = calculate_suppress(96_000, 40.0, {"ls": 20.0, "be": 10.0}, pods, 70, None, 0)
+    assert suppress == 67_200 - 20_000 - 10_000
+    # system never below the node reservation, apps or not
+    suppress, _ = calculate_suppress(96_000, 40.0, {"ls": 20.0, "be": 10.0}, pods, 70, None, 8_000, apps, used)
+    assert suppress == 67_200 - 20_000 - 4_000 - 8_000
+
+
+def test_host_app_cgroup_dirs_follow_upstream(tmp_path: Path) -> None:
+    """GetHostAppCgroupRelativePath: default dirs by QoS without cgroupPath, else base + parentDir + relativePath."""
+    layout = v2_tree(tmp_path)
+
+    def spec(**kw: Any) -> HostApplicationSpec:
+        return HostApplicationSpec.model_validate(kw)
+
+    assert host_app_dir(layout, spec(name="nginx", qos="LS")) == "host-latency-sensitive/nginx"
+    assert host_app_dir(layout, spec(name="job", qos="BE")) == "host-best-effort/job"
+    assert host_app_dir(layout, spec(name="plain")) == "plain"
+    cases = {
+        "CgroupRoot": "sys/app",
+        "Kubepods": "kubepods/sys/app",
+        "KubepodsBurstable": "kubepods/burstable/sys/app",
+        "KubepodsBesteffort": "kubepods/besteffort/sys/app",
+    }
+    for base, want in cases.items():
+        got = host_app_dir(layout, spec(name="a", cgroupPath={"base": base, "parentDir": "sys", "relativePath": "app"}))
+        assert got == want, base
+    with pytest.raises(CgroupPathError):
+        host_app_dir(layout, spec(name="evil", cgroupPath={"base": "CgroupRoot", "relativePath": "../../etc"}))
+    # invalid entries are left out, the rest kept
+    apps = host_apps_of(layout, [spec(qos="LS"), spec(name="ok", qos="BE")])
+    assert [(a.name, a.dir) for a in apps] == [("ok", "host-best-effort/ok")]
 
 
 def test_cfs_quota_steps() -> None:
