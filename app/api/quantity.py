@@ -6,9 +6,12 @@ base 1000, exponent notation) without importing the ``kubernetes`` package, whic
 results against ``parse_quantity`` itself.
 
 Internal units: ``cpu`` in milli-cores, every other resource in its base unit (bytes for memory,
-counts for pods and extended resources). ``kubernetes.io/batch-cpu`` and ``kubernetes.io/mid-cpu``
-are already integer milli-cores in their quantity, so they use the base-unit path, as upstream's
-``getResourceValue`` does (``pkg/scheduler/plugins/loadaware/helper.go``).
+counts for pods and extended resources). An internal value must fit int64 (the cache keeps them in
+numpy int64 columns, as upstream keeps ``int64`` milli-values): a quantity beyond it
+(``"9223372036854775808"``, ``"1e400"``, ``"99999999999999999999Ei"``) is refused like ``NaN``.
+``kubernetes.io/batch-cpu`` and ``kubernetes.io/mid-cpu`` are already integer milli-cores in their
+quantity, so they use the base-unit path, as upstream's ``getResourceValue`` does
+(``pkg/scheduler/plugins/loadaware/helper.go``).
 """
 
 from __future__ import annotations
@@ -68,14 +71,44 @@ def parse(value: Any) -> Decimal:
     return _parse_cached(str(value))
 
 
+#: The int64 range every internal value must fit.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(value: Any, scaled: Decimal) -> int:
+    """``ceil(scaled)`` when it fits int64 (compared before converting: ``1e999999999`` must not build
+    a billion-digit int).
+
+    Raises:
+        QuantityError: out of the int64 range.
+    """
+    if not INT64_MIN <= scaled <= INT64_MAX:
+        raise QuantityError(f"invalid quantity {value!r}: out of the int64 range")
+    out = math.ceil(scaled)
+    if out > INT64_MAX:
+        raise QuantityError(f"invalid quantity {value!r}: out of the int64 range")
+    return out
+
+
 def milli_value(value: Any) -> int:
-    """Quantity in thousandths, rounded up as apimachinery's ``Quantity.MilliValue`` does."""
-    return math.ceil(parse(value) * 1000)
+    """Quantity in thousandths, rounded up as apimachinery's ``Quantity.MilliValue`` does.
+
+    Raises:
+        QuantityError: not a valid quantity, or its milli-value does not fit int64.
+    """
+    number = parse(value)
+    if not INT64_MIN <= number <= INT64_MAX:  # before scaling: 1e999999 * 1000 overflows Decimal's context
+        raise QuantityError(f"invalid quantity {value!r}: out of the int64 range")
+    return _int64(value, number * 1000)
 
 
 def int_value(value: Any) -> int:
-    """Quantity in base units, rounded up as apimachinery's ``Quantity.Value`` does."""
-    return math.ceil(parse(value))
+    """Quantity in base units, rounded up as apimachinery's ``Quantity.Value`` does.
+
+    Raises:
+        QuantityError: not a valid quantity, or its value does not fit int64.
+    """
+    return _int64(value, parse(value))
 
 
 def resource_value(name: str, value: Any) -> int:

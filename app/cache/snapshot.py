@@ -25,6 +25,7 @@ from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeError, NodeState, parse_node
 from app.cache.nodetable import NodeTable
 from app.cache.podinfo import PodError, PodInfo, parse_pod
+from app.cache.quantityfields import ObjectQuantityError, check_quantities
 from app.sources.events import Event, EventType
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ class ClusterCache:
         self.resources: set[str] = set()
         self._by_name: dict[str, str] = {}
         self._listeners: list[CacheListener] = []
-        self.rejected_objects = 0
+        #: Malformed objects refused since start, by kind (``koord_cache_rejected_objects_total{kind}``).
+        self.rejected_by_kind: dict[str, int] = {}
 
     # ----------------------------------------------------------------- listeners
     def add_listener(self, listener: CacheListener) -> None:
@@ -98,7 +100,13 @@ class ClusterCache:
 
     # ----------------------------------------------------------------- EventSink
     def apply(self, event: Event) -> None:
-        """Apply one watch event; malformed objects are logged and counted, never raised."""
+        """Apply one watch event; malformed objects are logged and counted, never raised.
+
+        A Node or Pod is parsed before anything changes, so a malformed one (a bad field, a quantity
+        beyond int64) leaves the cache exactly as it was. A listener that cannot take an object (its
+        own parse fails) is logged and counted the same way; the cache and the other listeners keep
+        the object.
+        """
         try:
             if event.kind == "Node":
                 self._apply_node(event.type, event.obj)
@@ -106,9 +114,25 @@ class ClusterCache:
                 self._apply_pod(event.type, event.obj)
             else:
                 self._apply_object(event.kind, event.type, event.obj)
-        except (NodeError, PodError) as exc:
-            self.rejected_objects += 1
-            log.warning("ignoring malformed %s %s: %s", event.kind, object_key(event.obj), exc)
+        except (NodeError, PodError, ObjectQuantityError) as exc:
+            self._reject(event.kind, object_key(event.obj) if isinstance(event.obj, dict) else "?", exc)
+
+    def _reject(self, kind: str, key: str, exc: BaseException) -> None:
+        self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1
+        log.warning("ignoring malformed %s %s: %s", kind, key, exc)
+
+    @property
+    def rejected_objects(self) -> int:
+        """Malformed objects refused since start, every kind together (see :attr:`rejected_by_kind`)."""
+        return sum(self.rejected_by_kind.values())
+
+    def _notify(self, kind: str, key: str, call: Callable[[CacheListener], None]) -> None:
+        """Call every listener; one that raises is logged and counted as a rejection of the object."""
+        for listener in self._listeners:
+            try:
+                call(listener)
+            except Exception as exc:  # a plugin's own parse failed: that plugin skips the object
+                self._reject(kind, f"{key} ({type(listener).__name__})", exc)
 
     def replace(self, kind: str, objects: list[dict[str, Any]]) -> None:
         """Make the cache hold exactly ``objects`` of ``kind`` (deleting the rest), as after a relist."""
@@ -138,8 +162,7 @@ class ClusterCache:
             if old is None:
                 return
             self.table.remove(name)
-            for listener in self._listeners:
-                listener.on_node(name, None)
+            self._notify("Node", name, lambda listener: listener.on_node(name, None))
             return
         node = parse_node(obj)
         old = self.nodes.get(node.name)
@@ -154,8 +177,7 @@ class ClusterCache:
                     _add_into(node.requested, pod.requests)
         self.nodes[node.name] = node
         self._write_node_columns(node)
-        for listener in self._listeners:
-            listener.on_node(node.name, node)
+        self._notify("Node", node.name, lambda listener: listener.on_node(node.name, node))
 
     def _write_node_columns(self, node: NodeState) -> None:
         row = node.row
@@ -211,8 +233,7 @@ class ClusterCache:
             self._by_name[new.key] = uid
             if _occupies(new):
                 self._account(uid, new)
-        for listener in self._listeners:
-            listener.on_pod(old, new)
+        self._notify("Pod", uid, lambda listener: listener.on_pod(old, new))
 
     def _delete_pod(self, uid: str) -> None:
         self.assumed.pop(uid, None)
@@ -248,12 +269,11 @@ class ClusterCache:
         if etype == EventType.DELETED:
             if store.pop(key, None) is None:
                 return
-            for listener in self._listeners:
-                listener.on_object(kind, key, None)
+            self._notify(kind, key, lambda listener: listener.on_object(kind, key, None))
             return
+        check_quantities(kind, obj)  # before storing: a bad object is skipped whole
         store[key] = obj
-        for listener in self._listeners:
-            listener.on_object(kind, key, obj)
+        self._notify(kind, key, lambda listener: listener.on_object(kind, key, obj))
 
     # ----------------------------------------------------------------- lookups
     def find_pod(self, uid: str = "", namespace: str = "", name: str = "") -> PodInfo | None:

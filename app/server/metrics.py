@@ -28,9 +28,12 @@ class _StateCollector(Collector):
             objects.add_metric([kind], count)
         yield objects
         rejected = CounterMetricFamily(
-            "koord_cache_rejected_objects", "Malformed objects the cache refused, since start."
+            "koord_cache_rejected_objects",
+            "Malformed objects the cache (or a plugin reading it) refused, since start, by kind.",
+            labels=["kind"],
         )
-        rejected.add_metric([], self.cache.rejected_objects)
+        for kind, count in sorted(self.cache.rejected_by_kind.items()):
+            rejected.add_metric([kind], count)
         yield rejected
         src = self.source()
         restarts = CounterMetricFamily("koord_source_watch_restarts", "Watch streams restarted (relist/reconnect).")

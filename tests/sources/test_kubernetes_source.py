@@ -615,3 +615,21 @@ async def test_an_object_the_cache_refuses_is_rejected_alone(
     assert any("refused the ADDED event of Pod bad" in r.getMessage() for r in caplog.records)
     assert src.watch_restarts() == 0 and fake.list_calls[PODS] == 1 and len(fake.watch_rvs[PODS]) == 1
     await src.stop()
+
+
+async def test_a_node_with_a_quantity_beyond_int64_does_not_block_readiness(
+    fake: FakeAPIServer, make_source: Callable[..., KubernetesSource]
+) -> None:
+    from app.cache.snapshot import ClusterCache
+
+    bad = node("bad")
+    bad["status"] = {"allocatable": {"cpu": "9223372036854775808"}}
+    fake.seed(NODES, [bad, node("n1")])
+    cache = ClusterCache()
+    src = make_source()
+    await src.start(cache)
+    await wait_for(src.ready)
+    assert sorted(cache.nodes) == ["n1"]
+    assert cache.rejected_by_kind == {"Node": 1}
+    fake.put(NODES, node("n3"))  # the watch keeps flowing
+    await wait_for(lambda: "n3" in cache.nodes)
