@@ -63,6 +63,23 @@ def choose_source(cluster: Path | None, kubeconfig: Path | None) -> Source:
     return FileSource(embedded)
 
 
+def _byte_count(flag: str, text: str) -> int:
+    """A positive byte count from a Kubernetes quantity (``1048576``, ``256Mi``, ``1G``).
+
+    Raises:
+        typer.Exit: not a quantity, not a whole number of bytes, or not positive (code 2).
+    """
+    from app.api.quantity import INT64_MAX, QuantityError, parse
+
+    try:
+        value = parse(text)
+    except QuantityError as exc:
+        _fail(f"{flag}: {exc}")
+    if not 0 < value <= INT64_MAX or value != value.to_integral_value():
+        _fail(f"{flag}: {text!r} is not a positive whole number of bytes (at most {INT64_MAX})")
+    return int(value)
+
+
 @cli.command()
 def scheduler(
     cluster: Annotated[
@@ -76,6 +93,10 @@ def scheduler(
     tls_private_key_file: Annotated[Path | None, typer.Option(help="Serving key (PEM).")] = None,
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    max_request_body_bytes: Annotated[
+        str,
+        typer.Option(help="Refuse larger request bodies with 413 (bytes, or a quantity such as 256Mi)."),
+    ] = "256Mi",
 ) -> None:
     """Serve the kube-scheduler extender (filter/prioritize/preempt/bind), inspection API, health and metrics."""
     import uvicorn
@@ -87,6 +108,7 @@ def scheduler(
         ttl = parse_duration(assumed_pod_ttl)
     except ValueError as exc:
         _fail(f"--assumed-pod-ttl: {exc}")
+    body_limit = _byte_count("--max-request-body-bytes", max_request_body_bytes)
     from app.manager import run_embedded_controllers
     from app.server.tls import CertReloader, TLSConfigError
     from app.sources.files import FileSource
@@ -110,7 +132,14 @@ def scheduler(
         if reloader is not None:
             watcher = reloader
             background.append(lambda _state: watcher.watch())
-        app = create_app(source, cfg, registry=registry, assumed_pod_ttl=ttl, background=background)
+        app = create_app(
+            source,
+            cfg,
+            registry=registry,
+            assumed_pod_ttl=ttl,
+            background=background,
+            max_request_body_bytes=body_limit,
+        )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
     uvicorn.run(
