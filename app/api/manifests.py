@@ -7,10 +7,17 @@ The one reader of the embedded mode's cluster files, shared by the file source
   ``kubectl get ... -o yaml`` prints (items without ``kind`` take the list's);
 - a directory is read recursively (``*.yaml``, ``*.yml``, ``*.json``), files in sorted order;
 - Pods without ``metadata.uid`` get a stable uid derived from ``namespace/name`` (uuid5).
+
+:func:`load_objects` reads everything once and fails on the first bad file. :class:`ClusterFiles`
+is the reader of a directory that other processes write while it is read: a file that is
+unreadable, malformed or empty (0 bytes, or no document at all) keeps the objects it held at its
+last good read, and an object defined in two files is reported (:attr:`ClusterFiles.duplicates`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +28,8 @@ import yaml
 from app.api.kinds import object_key
 
 SUFFIXES = (".yaml", ".yml", ".json")
+
+log = logging.getLogger(__name__)
 
 
 class ManifestError(Exception):
@@ -34,10 +43,30 @@ def _documents(path: Path) -> list[Any]:
         raise ManifestError(f"{path}: cannot read: {exc.strerror}") from None
     try:
         if path.suffix == ".json":
-            return [orjson.loads(text)]
+            return [orjson.loads(text)] if text.strip() else []  # blank: no document, as in YAML
         return [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
         raise ManifestError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+
+
+def _file_objects(path: Path) -> tuple[int, list[dict[str, Any]]]:
+    """How many documents one file holds, and its objects in order (Pods given their derived uid).
+
+    Raises:
+        ManifestError: unreadable or malformed (the message names the file and document).
+    """
+    docs = _documents(path)
+    out: list[dict[str, Any]] = []
+    for i, doc in enumerate(docs):
+        for obj in _flatten(doc, f"{path} document {i + 1}"):
+            if obj["kind"] == "Pod":
+                meta = obj["metadata"]
+                if not meta.get("uid"):
+                    ns = meta.get("namespace") or "default"
+                    uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))
+                    obj = {**obj, "metadata": {**meta, "uid": uid}}
+            out.append(obj)
+    return len(docs), out
 
 
 def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
@@ -81,16 +110,123 @@ def load_objects(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
     """
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for file in files_under(path):
-        for i, doc in enumerate(_documents(file)):
-            for obj in _flatten(doc, f"{file} document {i + 1}"):
-                kind = obj["kind"]
-                if kind == "Pod":
-                    meta = obj["metadata"]
-                    if not meta.get("uid"):
-                        ns = meta.get("namespace") or "default"
-                        obj = {
-                            **obj,
-                            "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{meta['name']}"))},
-                        }
-                out.setdefault(kind, {})[object_key(obj)] = obj
+        for obj in _file_objects(file)[1]:
+            out.setdefault(obj["kind"], {})[object_key(obj)] = obj
     return out
+
+
+#: A file's identity for change detection: (inode, mtime in ns, size in bytes).
+FileStamp = tuple[int, int, int]
+
+
+def _stamp(path: Path) -> FileStamp | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class ClusterFiles:
+    """The objects under ``path``, re-read file by file as other processes write them.
+
+    - Only files whose stamp (inode, mtime, size) changed are read again.
+    - A file that cannot be read or parsed keeps the objects of its last good read; so does a file that
+      holds no document at all (0 bytes, blanks or only comments, in YAML and JSON alike), which is what
+      a writer truncating before it writes leaves for a moment. To drop a file's objects, remove the
+      file or write an empty ``kind: List``. Each such file is logged once per version, and counted in
+      :attr:`read_errors` (unreadable or malformed) or :attr:`empty_reads`.
+    - An object (kind and namespace/name) defined in more than one file: the file last in sorted order
+      wins, as ``kubectl apply -f DIR`` would leave it; it is logged once and listed in :attr:`duplicates`.
+
+    Args:
+        path: a file, or a directory read recursively (``*.yaml``, ``*.yml``, ``*.json``).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._files: dict[Path, tuple[FileStamp | None, list[dict[str, Any]]]] = {}
+        self._stamps: dict[Path, FileStamp | None] = {}
+        #: (kind, key) -> the files defining it, in sorted order, for objects defined more than once.
+        self.duplicates: dict[tuple[str, str], list[Path]] = {}
+        #: Failed reads (unreadable or malformed files) since start.
+        self.read_errors = 0
+        #: Reads that found a file empty and kept its objects, since start.
+        self.empty_reads = 0
+        self._reported: set[tuple[Path, FileStamp | None]] = set()
+        self._reported_duplicates: set[tuple[str, str, tuple[Path, ...]]] = set()
+
+    def changed(self) -> bool:
+        """Whether any file was added, removed or changed since the last :meth:`load`.
+
+        Raises:
+            ManifestError: ``path`` does not exist.
+        """
+        return {f: _stamp(f) for f in files_under(self.path)} != self._stamps
+
+    def load(self, *, strict: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
+        """The objects of every file, grouped as kind -> key -> object.
+
+        Args:
+            strict: raise on a bad file instead of keeping its last good objects (the first load).
+
+        Raises:
+            ManifestError: ``path`` does not exist; with ``strict``, a file is unreadable or malformed.
+        """
+        files = files_under(self.path)
+        fresh: dict[Path, tuple[FileStamp | None, list[dict[str, Any]]]] = {}
+        for file in files:
+            stamp = _stamp(file)
+            known = self._files.get(file)
+            if known is not None and known[0] == stamp:
+                fresh[file] = known
+                continue
+            fresh[file] = (stamp, self._read(file, stamp, known[1] if known else [], strict))
+        self._files = fresh
+        self._stamps = {f: entry[0] for f, entry in fresh.items()}
+        return self._merge(files)
+
+    def _read(
+        self, file: Path, stamp: FileStamp | None, last: list[dict[str, Any]], strict: bool
+    ) -> list[dict[str, Any]]:
+        try:
+            documents, objects = _file_objects(file)
+        except ManifestError as exc:
+            if strict:
+                raise
+            self.read_errors += 1
+            self._report(file, stamp, f"keeping the {len(last)} object(s) of its last good read: {exc}")
+            return last
+        if not documents and last:
+            self.empty_reads += 1
+            self._report(file, stamp, f"{file}: empty; keeping the {len(last)} object(s) of its last good read")
+            return last
+        return objects
+
+    def _report(self, file: Path, stamp: FileStamp | None, message: str) -> None:
+        if (file, stamp) not in self._reported:
+            self._reported.add((file, stamp))
+            log.warning("%s", message)
+
+    def _merge(self, files: list[Path]) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        where: dict[tuple[str, str], list[Path]] = {}
+        for file in files:
+            for obj in self._files[file][1]:
+                kind, key = obj["kind"], object_key(obj)
+                out.setdefault(kind, {})[key] = obj
+                where.setdefault((kind, key), []).append(file)
+        self.duplicates = {k: v for k, v in where.items() if len(v) > 1}
+        for (kind, key), defined_in in self.duplicates.items():
+            marker = (kind, key, tuple(defined_in))
+            if marker not in self._reported_duplicates:
+                self._reported_duplicates.add(marker)
+                log.warning(
+                    "%s %s is defined in %d files (%s): the last one, %s, is used",
+                    kind,
+                    key,
+                    len(defined_in),
+                    ", ".join(str(f) for f in defined_in),
+                    defined_in[-1],
+                )
+        return out

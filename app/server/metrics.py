@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 from app.cache.snapshot import ClusterCache
 from app.sources.base import Source
+from app.sources.files import FileSource
 
 #: Buckets for extender latency, in seconds (0.1 ms .. 1 s).
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -39,6 +40,21 @@ class _StateCollector(Collector):
         restarts = CounterMetricFamily("koord_source_watch_restarts", "Watch streams restarted (relist/reconnect).")
         restarts.add_metric([], src.watch_restarts() if src is not None else 0)
         yield restarts
+        if isinstance(src, FileSource):
+            bad = CounterMetricFamily(
+                "koord_source_file_bad_reads",
+                "Cluster-file reads that kept the file's last good objects, by reason (malformed or empty).",
+                labels=["reason"],
+            )
+            bad.add_metric(["malformed"], src.files.read_errors)
+            bad.add_metric(["empty"], src.files.empty_reads)
+            yield bad
+            duplicates = GaugeMetricFamily(
+                "koord_source_file_duplicate_objects",
+                "Objects defined in more than one cluster file (the last file in sorted order wins).",
+            )
+            duplicates.add_metric([], len(src.files.duplicates))
+            yield duplicates
 
 
 class ServiceMetrics:

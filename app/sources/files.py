@@ -1,10 +1,12 @@
 """The file source: cluster objects from YAML/JSON files (the embedded default).
 
 ``path`` is a file or a directory (read recursively: ``*.yaml``, ``*.yml``, ``*.json``), read by
-:func:`app.api.manifests.load_objects` (one object, several YAML documents, or a ``kind: List``
+:class:`app.api.manifests.ClusterFiles` (one object, several YAML documents, or a ``kind: List``
 per file). The directory is polled; when files change they are re-read and the differences are
 delivered as watch events, so another process (the node agent writing NodeMetrics) can feed
-the service.
+the service. A file that turns unreadable, malformed or empty (0 bytes: a writer caught between
+truncating and writing) keeps its last good objects; an object defined in two files is a warning
+and counted (``koord_source_file_duplicate_objects``). A bad file at start stops the start, naming it.
 
 Embedded-mode conventions:
 
@@ -41,7 +43,7 @@ from typing import Any
 import orjson
 
 from app.api.kinds import object_key
-from app.api.manifests import ManifestError, files_under, load_objects
+from app.api.manifests import ClusterFiles, ManifestError
 from app.api.timeparse import format_time
 from app.client.errors import Conflict, NotFound
 from app.sources.base import WATCHED_KINDS, Source, object_to_store, updated_object, write_kind
@@ -61,13 +63,6 @@ def _asks_stamping(metric: dict[str, Any]) -> bool:
     meta = metric.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     return isinstance(annotations, dict) and annotations.get(ANNOTATION_STAMP_UPDATE_TIME) == "true"
-
-
-def _snapshot(path: Path) -> tuple[tuple[str, float, int], ...]:
-    try:
-        return tuple((str(p), p.stat().st_mtime, p.stat().st_size) for p in files_under(path))
-    except (ManifestError, OSError):
-        return ()
 
 
 class FileSource(Source):
@@ -109,7 +104,9 @@ class FileSource(Source):
         self.evictions: list[dict[str, str]] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._ready = False
-        self._files_state: tuple[tuple[str, float, int], ...] = ()
+        self.files = ClusterFiles(self.path)
+        #: Polls whose reload failed as a whole (the path itself is gone); single bad files are counted in
+        #: :attr:`files` (``read_errors``, ``empty_reads``) and keep their last good objects.
         self.reload_errors = 0
 
     @property
@@ -124,8 +121,7 @@ class FileSource(Source):
     async def start(self, sink: EventSink) -> None:
         """Load the files, deliver them, and start polling and re-stamping."""
         self._sink = sink
-        self._files_state = _snapshot(self.path)
-        loaded = await asyncio.to_thread(load_objects, self.path)
+        loaded = await asyncio.to_thread(self.files.load, strict=True)
         self._deliver(self._prepare(loaded), initial=True)
         self._ready = True
         if self.poll_interval > 0:
@@ -202,15 +198,14 @@ class FileSource(Source):
     async def _poll_loop(self) -> None:
         while True:
             await asyncio.sleep(self.poll_interval)
-            state = await asyncio.to_thread(_snapshot, self.path)
-            if state == self._files_state:
-                continue
-            self._files_state = state
             try:
-                loaded = await asyncio.to_thread(load_objects, self.path)
+                if not await asyncio.to_thread(self.files.changed):
+                    continue
+                loaded = await asyncio.to_thread(self.files.load)
             except ManifestError as exc:
+                if not self.reload_errors:
+                    log.warning("keeping the last good cluster state: %s", exc)
                 self.reload_errors += 1
-                log.warning("keeping the last good cluster state: %s", exc)
                 continue
             self._deliver(self._prepare(loaded))
 

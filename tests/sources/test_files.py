@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from app.api.manifests import ManifestError, load_objects
 from app.client.errors import NotFound
 from app.sources.events import Event
 from app.sources.files import ANNOTATION_STAMP_UPDATE_TIME, FileSource
+from tests.conftest import EXAMPLE_CLUSTER, LiveServer
 
 
 class Sink:
@@ -86,9 +89,9 @@ async def test_reload_delivers_differences_and_keeps_last_good(tmp_path: Path) -
         (tmp_path / "nodes.yaml").write_text("kind: [broken")
         for _ in range(100):
             await asyncio.sleep(0.02)
-            if src.reload_errors:
+            if src.files.read_errors:
                 break
-        assert src.reload_errors == 1
+        assert src.files.read_errors == 1
         assert list(sink.objects["Node"]) == ["n2"]
     finally:
         await src.stop()
@@ -153,3 +156,124 @@ async def test_bind_records_and_delivers(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match='pods "q" not found'):
         await src.bind("d", "q", "", "n1")
     await src.stop()
+
+
+async def _poll_until(src: FileSource, sink: Sink, done: Any, what: str) -> None:
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        if done():
+            return
+    raise AssertionError(f"timed out waiting for {what}; nodes now {sorted(sink.objects.get('Node', {}))}")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("nodes.yaml", ""),
+        ("nodes.json", ""),
+        ("nodes.yaml", "\n  \n"),
+        ("nodes.json", "  \n"),
+        ("nodes.yaml", "# being rewritten\n---\n"),
+    ],
+    ids=["0-byte-yaml", "0-byte-json", "blank-yaml", "blank-json", "comments-only-yaml"],
+)
+async def test_an_emptied_file_keeps_its_objects_and_others_keep_flowing(
+    tmp_path: Path, name: str, content: str
+) -> None:
+    first = NODE % "n1" if name.endswith(".yaml") else '{"kind": "Node", "metadata": {"name": "n1"}}'
+    (tmp_path / name).write_text(first)
+    (tmp_path / "other.yaml").write_text(NODE % "o1")
+    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        assert sorted(sink.objects["Node"]) == ["n1", "o1"]
+        (tmp_path / name).write_text(content)  # a writer truncated the file and has not written yet
+        (tmp_path / "other.yaml").write_text(NODE % "o2")  # meanwhile another file changes
+        await _poll_until(src, sink, lambda: "o2" in sink.objects["Node"], "the other file's change")
+        await _poll_until(src, sink, lambda: src.files.empty_reads >= 1, "the empty read")
+        assert sorted(sink.objects["Node"]) == ["n1", "o2"]
+        assert not any(e.type == "DELETED" and e.obj["metadata"]["name"] == "n1" for e in sink.events)
+        # the writer finishes: the file's new content replaces the kept objects
+        (tmp_path / name).write_text(
+            NODE % "n2" if name.endswith(".yaml") else '{"kind": "Node", "metadata": {"name": "n2"}}'
+        )
+        await _poll_until(src, sink, lambda: "n2" in sink.objects["Node"], "the rewritten file")
+        assert sorted(sink.objects["Node"]) == ["n2", "o2"]
+    finally:
+        await src.stop()
+
+
+async def test_a_truncated_file_keeps_its_objects_and_removing_the_file_drops_them(tmp_path: Path) -> None:
+    full = NODE % "n1" + "---\n" + NODE % "n2"
+    (tmp_path / "nodes.yaml").write_text(full)
+    (tmp_path / "keep.yaml").write_text(NODE % "k1")
+    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        (tmp_path / "nodes.yaml").write_text(full[: len(NODE % "n1") + 30])  # cut inside the second document
+        await _poll_until(src, sink, lambda: src.files.read_errors >= 1, "the failed read")
+        assert sorted(sink.objects["Node"]) == ["k1", "n1", "n2"]
+        (tmp_path / "nodes.yaml").unlink()
+        await _poll_until(src, sink, lambda: "n1" not in sink.objects["Node"], "the removal")
+        assert sorted(sink.objects["Node"]) == ["k1"]
+    finally:
+        await src.stop()
+
+
+async def test_an_empty_list_drops_a_files_objects(tmp_path: Path) -> None:
+    (tmp_path / "nodes.yaml").write_text(NODE % "n1")
+    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        (tmp_path / "nodes.yaml").write_text("apiVersion: v1\nkind: List\nitems: []\n")
+        await _poll_until(src, sink, lambda: not sink.objects["Node"], "the deliberate emptying")
+        assert src.files.empty_reads == 0
+    finally:
+        await src.stop()
+
+
+async def test_an_object_in_two_files_is_a_warning_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "a.yaml").write_text(NODE.replace("'4'", "'4'") % "n1")
+    (tmp_path / "b.yaml").write_text((NODE % "n1").replace("'4'", "'8'"))
+    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
+    sink = Sink()
+    with caplog.at_level("WARNING"):
+        await src.start(sink)
+    try:
+        assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "8"  # the last file wins
+        assert list(src.files.duplicates) == [("Node", "n1")]
+        warnings = [r.getMessage() for r in caplog.records if "defined in 2 files" in r.getMessage()]
+        assert len(warnings) == 1 and "a.yaml" in warnings[0] and "b.yaml" in warnings[0], warnings
+        (tmp_path / "b.yaml").unlink()
+        await _poll_until(src, sink, lambda: not src.files.duplicates, "the duplicate to go")
+        assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "4"
+    finally:
+        await src.stop()
+
+
+def test_blank_json_and_blank_yaml_load_the_same_at_start(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text("")
+    (tmp_path / "b.yaml").write_text("")
+    assert load_objects(tmp_path) == {}
+
+
+def test_bad_reads_and_duplicates_are_in_the_service_metrics(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster"
+    shutil.copytree(EXAMPLE_CLUSTER, cluster)
+    (cluster / "zz-dup.yaml").write_text(NODE % "node-idle")
+    with LiveServer(FileSource(cluster, poll_interval=0.02, restamp_interval=0)) as srv:
+        (cluster / "zz-dup.yaml").write_text("kind: [broken")
+        text = ""
+        for _ in range(200):
+            text = srv.client.get("/metrics").text
+            if 'koord_source_file_bad_reads_total{reason="malformed"} 1.0' in text:
+                break
+            time.sleep(0.02)
+        assert 'koord_source_file_bad_reads_total{reason="malformed"} 1.0' in text, text
+        assert 'koord_source_file_bad_reads_total{reason="empty"} 0.0' in text
+        assert "koord_source_file_duplicate_objects 1.0" in text  # the broken file keeps its copy of node-idle
