@@ -105,6 +105,30 @@ def new_serving_cert(
     return cert, key
 
 
+def new_client_cert(
+    ca: x509.Certificate, ca_key: ec.EllipticCurvePrivateKey, common_name: str, days: int
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A client certificate (clientAuth) with subject ``CN=common_name`` signed by ``ca``: what
+    kube-scheduler (``tlsConfig.certFile``) or the API server (webhook kubeConfigFile) presents to a
+    service started with ``--client-ca-file``."""
+    key = _key()
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return cert, key
+
+
 def _write(path: Path, data: bytes, private: bool) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
@@ -133,8 +157,11 @@ def load_or_create_ca(out: Path) -> tuple[x509.Certificate, ec.EllipticCurvePriv
     return ca, ca_key, True
 
 
-def write_certs(out: Path, service: str, namespace: str, ips: list[str], days: int) -> bytes:
-    """Write ``ca.crt``, ``ca.key`` (if new), ``tls.crt`` (leaf + CA chain) and ``tls.key``; return the CA PEM.
+def write_certs(
+    out: Path, service: str, namespace: str, ips: list[str], days: int, clients: list[str] | None = None
+) -> bytes:
+    """Write ``ca.crt``, ``ca.key`` (if new), ``tls.crt`` and ``tls.key``, and for each CN of ``clients`` a
+    client certificate ``<cn>.crt`` / ``<cn>.key`` signed by the same CA; return the CA PEM.
 
     Raises:
         CertError: ``out`` cannot be written or holds an unreadable CA.
@@ -150,6 +177,10 @@ def write_certs(out: Path, service: str, namespace: str, ips: list[str], days: i
         # Key first: a watcher that sees the new cert with the old key refuses the pair and retries.
         _write(out / "tls.key", _pem_key(key), True)
         _write(out / "tls.crt", cert.public_bytes(serialization.Encoding.PEM), False)
+        for cn in clients or []:
+            client_cert, client_key = new_client_cert(ca, ca_key, cn, days)
+            _write(out / f"{cn}.key", _pem_key(client_key), True)
+            _write(out / f"{cn}.crt", client_cert.public_bytes(serialization.Encoding.PEM), False)
     except OSError as exc:
         raise CertError(f"cannot write certificates to {out}: {exc.strerror or exc}") from None
     return ca_pem
@@ -200,6 +231,10 @@ def certs(
     namespace: Annotated[str, typer.Option(help="Namespace of the service.")] = "koordinator-system",
     ip: Annotated[list[str] | None, typer.Option(help="IP SAN (repeatable).")] = None,
     days: Annotated[int, typer.Option(help="Validity of the serving certificate, days.")] = 365,
+    client_cn: Annotated[
+        list[str] | None,
+        typer.Option(help="Also write a client certificate <CN>.crt/.key for --client-ca-file (repeatable)."),
+    ] = None,
     patch_webhooks: Annotated[
         bool, typer.Option(help="Write the CA into the webhook configurations' caBundle (Kubernetes mode).")
     ] = False,
@@ -224,9 +259,15 @@ def certs(
     except ValueError as exc:
         typer.echo(f"error: --ip: {exc}", err=True)
         raise typer.Exit(2) from None
+    for cn in client_cn or []:
+        if not cn or "/" in cn or cn.startswith("."):
+            typer.echo(f"error: --client-cn: {cn!r} cannot name a file", err=True)
+            raise typer.Exit(2)
     try:
-        ca_pem = write_certs(out_dir, service, namespace, ips, days)
+        ca_pem = write_certs(out_dir, service, namespace, ips, days, client_cn)
         typer.echo(f"wrote {out_dir}/tls.crt and tls.key for {', '.join(dns_names(service, namespace)[:3])}, ...")
+        for cn in client_cn or []:
+            typer.echo(f"wrote {out_dir}/{cn}.crt and {cn}.key (client certificate, CN={cn})")
         if patch_webhooks:
             from app.client.sync import Client
 

@@ -91,6 +91,18 @@ def scheduler(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 9876,
     tls_cert_file: Annotated[Path | None, typer.Option(help="Serving certificate (PEM).")] = None,
     tls_private_key_file: Annotated[Path | None, typer.Option(help="Serving key (PEM).")] = None,
+    client_ca_file: Annotated[
+        Path | None,
+        typer.Option(help="Require client certificates signed by this CA (PEM) on the extender verbs and webhooks."),
+    ] = None,
+    allowed_client_names: Annotated[
+        str,
+        typer.Option(help="Comma-separated certificate CNs allowed to call the extender verbs (empty: any)."),
+    ] = "",
+    allowed_webhook_client_names: Annotated[
+        str,
+        typer.Option(help="Comma-separated certificate CNs allowed to call the webhooks (empty: any)."),
+    ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     max_request_body_bytes: Annotated[
@@ -110,19 +122,29 @@ def scheduler(
         _fail(f"--assumed-pod-ttl: {exc}")
     body_limit = _byte_count("--max-request-body-bytes", max_request_body_bytes)
     from app.manager import run_embedded_controllers
+    from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
     from app.server.tls import CertReloader, TLSConfigError
     from app.sources.files import FileSource
 
     if (tls_cert_file is None) != (tls_private_key_file is None):
         _fail("--tls-cert-file and --tls-private-key-file go together")
+    if client_ca_file is not None and tls_cert_file is None:
+        _fail("--client-ca-file needs TLS: pass --tls-cert-file and --tls-private-key-file too")
+    if client_ca_file is None and (allowed_client_names or allowed_webhook_client_names):
+        _fail("--allowed-client-names and --allowed-webhook-client-names need --client-ca-file")
     reloader = None
     if tls_cert_file is not None and tls_private_key_file is not None:
-        try:
-            reloader = CertReloader(tls_cert_file, tls_private_key_file)  # reloaded on change, no restart
+        try:  # reloaded on change, no restart
+            reloader = CertReloader(tls_cert_file, tls_private_key_file, client_ca_file=client_ca_file)
         except TLSConfigError as exc:
             _fail(str(exc))
     else:
         log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
+    client_auth = None
+    if client_ca_file is not None:
+        client_auth = ClientAuth(parse_names(allowed_client_names), parse_names(allowed_webhook_client_names))
+    else:
+        log.warning("no --client-ca-file: anyone who reaches the port may call the extender verbs and webhooks")
     registry = default_registry()
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())
@@ -139,6 +161,7 @@ def scheduler(
             assumed_pod_ttl=ttl,
             background=background,
             max_request_body_bytes=body_limit,
+            client_auth=client_auth,
         )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
@@ -149,7 +172,7 @@ def scheduler(
         ssl_context_factory=(lambda _cfg, _default: reloader.context) if reloader is not None else None,
         log_level=log_level.lower(),
         access_log=False,
-        http="httptools",
+        http=TLSScopeProtocol,  # httptools, plus the client certificate in the ASGI TLS extension
         loop="uvloop",
     )
 

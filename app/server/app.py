@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 
 from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
@@ -26,6 +27,7 @@ from app.framework.runtime import Framework
 from app.plugins.registry import default_registry
 from app.server import extender_routes, health_routes, inspect_routes
 from app.server.bodylimit import install_body_limit
+from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
@@ -82,6 +84,7 @@ def create_app(
     assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL,
     background: list[BackgroundTask] | None = None,
     max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
+    client_auth: ClientAuth | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving the extender, inspection, health and metrics endpoints.
 
@@ -94,6 +97,10 @@ def create_app(
         background: extra tasks run for the app's lifetime (each gets the service state).
         max_request_body_bytes: larger request bodies are refused with HTTP 413 and a JSON
             ``{"message": ...}`` naming the limit, before more than the limit is read.
+        client_auth: who may call the extender verbs and webhooks (client certificates, checked by
+            :class:`~app.server.clientauth.ClientAuthMiddleware`); None lets anyone call them. The
+            server must verify client certificates against the CA and use
+            :class:`~app.server.clientauth.TLSScopeProtocol`.
 
     Raises:
         ConfigError: a plugin's args are invalid.
@@ -139,7 +146,12 @@ def create_app(
     app.include_router(health_routes.router)
     inspect_routes.install_plugin_routes(app, state)
     app.state.webhook_context = WebhookContext(state.cache, source)
-    install_webhooks(app, all_webhooks(), app.state.webhook_context)
+    hooks = all_webhooks()
+    install_webhooks(app, hooks, app.state.webhook_context)
+    if client_auth is not None:
+        extender_paths = [route.path for route in extender_routes.router.routes if isinstance(route, APIRoute)]
+        rules = client_auth.rules(extender_paths, [hook.path for hook in hooks])
+        app.add_middleware(ClientAuthMiddleware, rules=rules)
     return app
 
 

@@ -38,12 +38,24 @@ class CertReloader:
         cert_file: certificate chain (leaf first).
         key_file: private key of the leaf.
         poll_seconds: how often :meth:`watch` checks the files.
+        client_ca_file: CA bundle (PEM) client certificates are verified against. With it the server
+            asks every client for a certificate (``CERT_OPTIONAL``: a client may send none, and
+            :mod:`app.server.clientauth` decides per path; one it sends must verify). Loaded once:
+            a new client CA needs a restart.
 
     Raises:
-        TLSConfigError: the initial pair cannot be loaded (unreadable, not PEM, key does not match).
+        TLSConfigError: the initial pair or the client CA cannot be loaded (unreadable, not PEM, key
+            does not match).
     """
 
-    def __init__(self, cert_file: str | Path, key_file: str | Path, *, poll_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        cert_file: str | Path,
+        key_file: str | Path,
+        *,
+        poll_seconds: float = 1.0,
+        client_ca_file: str | Path | None = None,
+    ) -> None:
         self.cert_file = Path(cert_file)
         self.key_file = Path(key_file)
         self.poll_seconds = poll_seconds
@@ -54,6 +66,12 @@ class CertReloader:
         self.failures = 0
         self._stamps = self._current_stamps()
         self._load(self.context)
+        if client_ca_file is not None:
+            try:
+                self.context.load_verify_locations(cafile=str(client_ca_file))
+            except (OSError, ssl.SSLError) as exc:
+                raise TLSConfigError(f"cannot load the client CA {client_ca_file}: {exc}") from None
+            self.context.verify_mode = ssl.CERT_OPTIONAL
 
     def _current_stamps(self) -> tuple[tuple[int, int, int] | None, tuple[int, int, int] | None]:
         return (_stamp(self.cert_file), _stamp(self.key_file))
