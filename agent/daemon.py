@@ -46,6 +46,7 @@ from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_statu
 from agent.states.nodeslo import merged_spec
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
+from agent.validator import NodeBounds, read_online_cpus
 from app.api.quantity import QuantityError, milli_value, parse_resource_list
 
 log = logging.getLogger("agent")
@@ -172,6 +173,8 @@ class Agent:
             {},
             0,
         )
+        self.online_cpus = read_online_cpus(config.sys_cpu) or frozenset(p.cpu_id for p in self.processors)
+        self.executor.set_bounds(self.node_bounds())
         self.last_tick = 0.0
         self.last_suppress: SuppressResult | None = None
         self._states_at = -1e18
@@ -187,6 +190,12 @@ class Agent:
         self._isolation_at = -1e18
         self._reconciled_at = -1e18
         self._isolation_pending = False
+
+    def node_bounds(self) -> NodeBounds:
+        """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
+        milli-cores (a Node that claims fewer cpus than the machine has does not narrow what the kubelet may
+        have set), cpusets within the online cpus."""
+        return NodeBounds(max(self.capacity[0], len(self.online_cpus) * 1000), self.online_cpus)
 
     def _machine_memory(self) -> int:
         try:
@@ -225,6 +234,7 @@ class Agent:
             if key.split("/", 1)[1] not in names:
                 self.cache.drop(key)
         self.capacity = node_capacity(self.states.node, len(self.processors) * 1000, self._machine_memory())
+        self.executor.set_bounds(self.node_bounds())
         self.policy = CollectPolicy.from_node_metric(self.states.node_metric)
         live = {p.uid for p in self.pods}
         for key in self.cache.keys("pod_"):

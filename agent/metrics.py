@@ -32,7 +32,10 @@ class AgentMetrics:
         )
         self.be_used = Gauge("koordlet_be_suppress_be_used_cpu_cores", "BE cpu usage in cores.", registry=r)
         self.cgroup_writes = Counter(
-            "koordlet_cgroup_writes", "Cgroup writes by resource and result.", ["resource", "result"], registry=r
+            "koordlet_cgroup_writes",
+            "Cgroup writes by result (written, unchanged, dry_run, invalid, out_of_bounds, missing, error).",
+            ["resource", "result"],
+            registry=r,
         )
         self.evictions = Counter("koordlet_pod_eviction", "Pods evicted by reason.", ["reason", "result"], registry=r)
         self.collect_seconds = Histogram(
