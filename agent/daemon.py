@@ -43,7 +43,7 @@ from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
 from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
-from agent.states.nodeslo import merged_spec
+from agent.states.nodeslo import NodeSLOIntake
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
 from agent.validator import NodeBounds, read_online_cpus
@@ -166,7 +166,8 @@ class Agent:
         retention = max([go_duration_seconds(d) for d in self.policy.durations] + [300.0]) + 10 * config.interval
         self.cache = MetricCache(config.interval, retention)
         self.pods: list[PodMeta] = []
-        self.slo = merged_spec(None)
+        self.slo_intake = NodeSLOIntake(lambda field: self.metrics.nodeslo_refused.labels(field=field).inc())
+        self.slo = self.slo_intake.spec
         self.capacity: tuple[int, int, dict[str, int], int] = (
             len(self.processors) * 1000,
             self._machine_memory(),
@@ -227,7 +228,8 @@ class Agent:
             return
         self.pods = [pod_meta(p, self.layout) for p in self.states.pods]
         self.generation += 1
-        self.slo = merged_spec(self.states.node_slo)
+        self.slo = self.slo_intake.update(self.states.node_slo)
+        self.metrics.nodeslo_invalid.set(1 if self.slo_intake.refused else 0)
         self.host_apps = host_apps_of(self.layout, self.slo.host_applications)
         names = {app.name for app in self.host_apps}
         for key in self.cache.keys("host_app_"):

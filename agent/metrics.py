@@ -37,6 +37,17 @@ class AgentMetrics:
             ["resource", "result"],
             registry=r,
         )
+        self.nodeslo_refused = Counter(
+            "koordlet_nodeslo_refused",
+            "NodeSLO fields refused on intake (out of upstream's range or malformed); the last good spec stays.",
+            ["field"],
+            registry=r,
+        )
+        self.nodeslo_invalid = Gauge(
+            "koordlet_nodeslo_invalid",
+            "1 while the newest NodeSLO is refused and the last good one is in force.",
+            registry=r,
+        )
         self.evictions = Counter("koordlet_pod_eviction", "Pods evicted by reason.", ["reason", "result"], registry=r)
         self.collect_seconds = Histogram(
             "koordlet_collect_duration_seconds",

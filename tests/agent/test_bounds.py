@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent.cgroups import CgroupLayout
 from agent.executor import CgroupExecutor, CgroupWrite
 from agent.metrics import AgentMetrics
+from agent.states.nodeslo import InvalidNodeSLO, NodeSLOIntake, merged_spec, spec_problems, validated_spec
 from agent.validator import NodeBounds, read_online_cpus
 
 BE = "kubepods/besteffort"
@@ -125,3 +127,109 @@ def test_new_bounds_apply_to_values_refused_before(tmp_path: Path) -> None:
     ex.set_bounds(NodeBounds(4000, frozenset({0, 1})))
     assert ex.update(write)
     assert (tmp_path / "cpu" / BE / "cpu.cfs_quota_us").read_text() == "300000"
+
+
+# -- NodeSLO intake ---------------------------------------------------------------------------------
+
+
+def slo(name: str = "node-1", **thresholds: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"resourceUsedThresholdWithBE": {"enable": True, **thresholds}}}
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "field"),
+    [
+        ({"cpuSuppressThresholdPercent": 1000000}, "resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"),
+        ({"cpuSuppressThresholdPercent": -1}, "resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"),
+        ({"cpuSuppressMinPercent": 101}, "resourceUsedThresholdWithBE.cpuSuppressMinPercent"),
+        ({"memoryEvictThresholdPercent": 250}, "resourceUsedThresholdWithBE.memoryEvictThresholdPercent"),
+        ({"memoryEvictLowerPercent": 80}, "resourceUsedThresholdWithBE.memoryEvictLowerPercent"),  # >= default 70
+        (
+            {"cpuEvictBESatisfactionLowerPercent": 60, "cpuEvictBESatisfactionUpperPercent": 50},
+            "resourceUsedThresholdWithBE.cpuEvictBESatisfactionLowerPercent",
+        ),
+        ({"cpuEvictBESatisfactionUpperPercent": 101}, "resourceUsedThresholdWithBE.cpuEvictBESatisfactionUpperPercent"),
+        ({"cpuEvictTimeWindowSeconds": 0}, "resourceUsedThresholdWithBE.cpuEvictTimeWindowSeconds"),
+        (
+            {"memoryAllocatableEvictThresholdPercent": 10**20},
+            "resourceUsedThresholdWithBE.memoryAllocatableEvictThresholdPercent",
+        ),
+    ],
+)
+def test_thresholds_outside_upstreams_ranges_are_named(thresholds: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidNodeSLO) as info:
+        validated_spec(slo(**thresholds))
+    assert field in [f for f, _ in info.value.problems]
+    assert f"spec.{field}" in str(info.value)
+
+
+def test_qos_burst_and_system_ranges_follow_the_validate_markers() -> None:
+    """Ranges beyond resourceUsedThresholdWithBE; upstream's defaults and the edge values stay valid."""
+    assert spec_problems(merged_spec(None)) == []
+    edge = slo(
+        cpuSuppressThresholdPercent=100,
+        cpuSuppressMinPercent=0,
+        memoryEvictThresholdPercent=100,
+        memoryEvictLowerPercent=99,
+        cpuEvictBESatisfactionLowerPercent=0,
+        cpuEvictBESatisfactionUpperPercent=100,
+        memoryAllocatableEvictThresholdPercent=110,
+    )
+    th = validated_spec(edge).resource_used_threshold_with_be
+    assert th is not None and th.cpu_suppress_threshold_percent == 100
+    spec = {
+        "resourceQOSStrategy": {
+            "beClass": {
+                "memoryQOS": {"wmarkMinAdj": 51, "throttlingPercent": 120},
+                "resctrlQOS": {"catRangeStartPercent": 40},  # above the default end 30
+            },
+            "lsClass": {"cpuQOS": {"groupIdentity": 3}},
+        },
+        "cpuBurstStrategy": {"cfsQuotaBurstPercent": 99, "cpuBurstPercent": 0},
+        "systemStrategy": {"watermarkScaleFactor": 401},
+    }
+    with pytest.raises(InvalidNodeSLO) as info:
+        validated_spec({"spec": spec})
+    assert sorted(f for f, _ in info.value.problems) == sorted(
+        [
+            "resourceQOSStrategy.beClass.memoryQOS.wmarkMinAdj",
+            "resourceQOSStrategy.beClass.memoryQOS.throttlingPercent",
+            "resourceQOSStrategy.beClass.resctrlQOS.catRangeStartPercent",
+            "resourceQOSStrategy.lsClass.cpuQOS.groupIdentity",
+            "cpuBurstStrategy.cfsQuotaBurstPercent",
+            "cpuBurstStrategy.cpuBurstPercent",
+            "systemStrategy.watermarkScaleFactor",
+        ]
+    )
+
+
+def test_a_refused_nodeslo_keeps_the_last_good_one_logs_and_counts_once(caplog: pytest.LogCaptureFixture) -> None:
+    refused: list[str] = []
+    intake = NodeSLOIntake(refused.append)
+    good = intake.update(slo(cpuSuppressThresholdPercent=50, cpuSuppressPolicy="cfsQuota"))
+    assert not intake.refused
+    with caplog.at_level(logging.WARNING, logger="agent.states"):
+        for _ in range(3):  # intake runs again whenever pods change: one log line, one count
+            spec = intake.update(slo(cpuSuppressThresholdPercent=1000000))
+    assert intake.refused and spec is good
+    th = spec.resource_used_threshold_with_be
+    assert th is not None and (th.cpu_suppress_threshold_percent, th.cpu_suppress_policy) == (50, "cfsQuota")
+    assert refused == ["resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "cpuSuppressThresholdPercent = 1000000 is outside [0, 100]" in lines[0], lines
+    assert "node-1" in lines[0] and "last good" in lines[0]
+    # malformed content is refused the same way
+    assert intake.update(slo(cpuSuppressThresholdPercent="lots")) is good
+    assert refused[-1] == "resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"
+    # a good one replaces it; an absent NodeSLO means the defaults
+    th = intake.update(slo(cpuSuppressThresholdPercent=40)).resource_used_threshold_with_be
+    assert th is not None and th.cpu_suppress_threshold_percent == 40 and not intake.refused
+    th = intake.update(None).resource_used_threshold_with_be
+    assert th is not None and th.cpu_suppress_threshold_percent == 65
+
+
+def test_a_first_nodeslo_that_is_refused_leaves_the_defaults() -> None:
+    intake = NodeSLOIntake()
+    th = intake.update(slo(cpuSuppressThresholdPercent=1000000)).resource_used_threshold_with_be
+    assert th is not None and (th.enable, th.cpu_suppress_threshold_percent) == (False, 65)
+    assert intake.refused

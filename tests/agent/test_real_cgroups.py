@@ -369,3 +369,39 @@ def test_out_of_bounds_cgroup_values_are_not_written_and_counted(
     assert not agent.executor.update(CgroupWrite("cpuset.cpus", be_dir, f"0,{offline}", "test"))
     assert cgtree.read("cpuset", be_dir, "cpuset.cpus") == cpus
     assert _writes(agent, "cpuset.cpus", "out_of_bounds") == 1
+
+
+def test_a_refused_nodeslo_keeps_the_last_good_one_in_force(cgtree: CgroupTree, cluster: Path, tmp_path: Path) -> None:
+    """A good NodeSLO (cfsQuota at 50 %), then one with cpuSuppressThresholdPercent 1000000 (upstream: 0..100):
+    the good thresholds stay in force, the BE quota stays within cpus x 100000 us (before, the agent planned
+    1999997100 us), the refusal is counted once per field (koordlet_nodeslo_refused_total) and
+    koordlet_nodeslo_invalid is 1 until a good NodeSLO arrives again."""
+    cgtree.pod("be-0009", "besteffort", ("be9c",))
+    objs = (node(), pod("be", "be-0009", "BE", "be9c", BE_RESOURCES, "BestEffort"))
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=50))
+    agent = make_agent(cgtree, cluster, tmp_path)
+    be_qos = f"{cgtree.kubepods}/besteffort"
+    limit = max(2, len(agent.processors)) * 100_000  # cpus x period
+    for _ in range(3):
+        agent.tick()
+        time.sleep(0.2)
+    assert agent.last_suppress is not None and agent.last_suppress.policy == "cfsQuota"
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=1000000))
+    quotas = []
+    for _ in range(4):
+        agent.tick()
+        quotas.append(int(cgtree.read("cpu", be_qos, "cpu.cfs_quota_us")))
+        time.sleep(0.2)
+    th = agent.slo.resource_used_threshold_with_be
+    assert th is not None and (th.cpu_suppress_threshold_percent, th.cpu_suppress_policy) == (50, "cfsQuota")
+    assert agent.last_suppress.quota is not None and agent.last_suppress.quota <= limit // 2 + 10_000
+    assert all(0 < q <= limit // 2 + 10_000 for q in quotas), quotas
+    registry = agent.metrics.registry
+    field = "resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"
+    assert registry.get_sample_value("koordlet_nodeslo_refused_total", {"field": field}) == 1
+    assert registry.get_sample_value("koordlet_nodeslo_invalid") == 1
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=60))
+    agent.tick()
+    th = agent.slo.resource_used_threshold_with_be
+    assert th is not None and th.cpu_suppress_threshold_percent == 60
+    assert registry.get_sample_value("koordlet_nodeslo_invalid") == 0
