@@ -43,9 +43,10 @@ from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
 from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
-from agent.states.nodeslo import merged_spec
+from agent.states.nodeslo import NodeSLOIntake
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
+from agent.validator import NodeBounds, read_online_cpus
 from app.api.quantity import QuantityError, milli_value, parse_resource_list
 
 log = logging.getLogger("agent")
@@ -165,13 +166,16 @@ class Agent:
         retention = max([go_duration_seconds(d) for d in self.policy.durations] + [300.0]) + 10 * config.interval
         self.cache = MetricCache(config.interval, retention)
         self.pods: list[PodMeta] = []
-        self.slo = merged_spec(None)
+        self.slo_intake = NodeSLOIntake(lambda field: self.metrics.nodeslo_refused.labels(field=field).inc())
+        self.slo = self.slo_intake.spec
         self.capacity: tuple[int, int, dict[str, int], int] = (
             len(self.processors) * 1000,
             self._machine_memory(),
             {},
             0,
         )
+        self.online_cpus = read_online_cpus(config.sys_cpu) or frozenset(p.cpu_id for p in self.processors)
+        self.executor.set_bounds(self.node_bounds())
         self.last_tick = 0.0
         self.last_suppress: SuppressResult | None = None
         self._states_at = -1e18
@@ -187,6 +191,12 @@ class Agent:
         self._isolation_at = -1e18
         self._reconciled_at = -1e18
         self._isolation_pending = False
+
+    def node_bounds(self) -> NodeBounds:
+        """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
+        milli-cores (a Node that claims fewer cpus than the machine has does not narrow what the kubelet may
+        have set), cpusets within the online cpus."""
+        return NodeBounds(max(self.capacity[0], len(self.online_cpus) * 1000), self.online_cpus)
 
     def _machine_memory(self) -> int:
         try:
@@ -218,13 +228,15 @@ class Agent:
             return
         self.pods = [pod_meta(p, self.layout) for p in self.states.pods]
         self.generation += 1
-        self.slo = merged_spec(self.states.node_slo)
+        self.slo = self.slo_intake.update(self.states.node_slo)
+        self.metrics.nodeslo_invalid.set(1 if self.slo_intake.refused else 0)
         self.host_apps = host_apps_of(self.layout, self.slo.host_applications)
         names = {app.name for app in self.host_apps}
         for key in self.cache.keys("host_app_"):
             if key.split("/", 1)[1] not in names:
                 self.cache.drop(key)
         self.capacity = node_capacity(self.states.node, len(self.processors) * 1000, self._machine_memory())
+        self.executor.set_bounds(self.node_bounds())
         self.policy = CollectPolicy.from_node_metric(self.states.node_metric)
         live = {p.uid for p in self.pods}
         for key in self.cache.keys("pod_"):

@@ -28,6 +28,7 @@ from agent.cgroups import (
     read_text,
     shares_to_weight,
 )
+from agent.validator import INT64_MAX, NodeBounds, OutOfBounds, check_cpuset, check_integer
 
 log = logging.getLogger("agent.executor")
 
@@ -60,11 +61,15 @@ class InvalidWrite(ValueError):
     """A write names an unknown resource, a dir outside kubepods, or a value out of bounds."""
 
 
-def _normalise(resource: str, value: str) -> str:
+def _normalise(resource: str, value: str, bounds: NodeBounds | None = None) -> str:
     """The canonical v1 form of ``value`` for comparisons (cpusets sorted, unlimited as ``-1``).
 
+    ``bounds``: check the value against its range (:mod:`agent.validator`); None only parses (the
+    content of a file already there is compared, never refused).
+
     Raises:
-        InvalidWrite: the value does not parse or is out of bounds.
+        InvalidWrite: unknown resource or a value that does not parse.
+        OutOfBounds: (with ``bounds``) a well-formed value outside its range.
     """
     res = RESOURCES.get(resource)
     if res is None:
@@ -75,8 +80,8 @@ def _normalise(resource: str, value: str) -> str:
             cpus = parse_cpuset(text)
         except ValueError as exc:
             raise InvalidWrite(f"{resource}: invalid cpu list {value!r}: {exc}") from None
-        if not cpus:
-            raise InvalidWrite(f"{resource}: empty cpu list")
+        if bounds is not None:
+            check_cpuset(resource, cpus, bounds)
         return format_cpuset(cpus)
     if res.allow_unlimited and text in ("max", "-1"):
         return "-1"
@@ -84,10 +89,10 @@ def _normalise(resource: str, value: str) -> str:
         number = int(text)
     except ValueError:
         raise InvalidWrite(f"{resource}: {value!r} is not an integer") from None
-    if res.allow_unlimited and resource.startswith("memory.") and number >= V1_MEMORY_UNLIMITED:
+    if res.allow_unlimited and resource.startswith("memory.") and V1_MEMORY_UNLIMITED <= number <= INT64_MAX:
         return "-1"
-    if (res.minimum is not None and number < res.minimum) or (res.maximum is not None and number > res.maximum):
-        raise InvalidWrite(f"{resource}: {number} is outside [{res.minimum}, {res.maximum}]")
+    if bounds is not None:
+        check_integer(resource, number, bounds)
     return str(number)
 
 
@@ -111,7 +116,7 @@ def _from_file(layout: CgroupLayout, resource: str, text: str) -> str:
             return f"weight:{text}"
     try:
         return _normalise(resource, text)
-    except InvalidWrite:
+    except (InvalidWrite, OutOfBounds):
         return f"raw:{text}"
 
 
@@ -133,14 +138,26 @@ def _subdirs(path: str) -> list[str]:
         return []
 
 
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """Why a write is refused: ``result`` (``invalid`` | ``out_of_bounds``), the message, the file when known."""
+
+    result: str
+    message: str
+    path: Path | None
+
+
 class CgroupExecutor:
     """Validates, de-duplicates, logs and performs cgroup writes.
 
     Args:
         layout: the node's cgroup layout.
         dry_run: plan and log every write, change nothing (:attr:`planned` keeps them).
-        recorder: counts outcomes (``written``, ``unchanged``, ``dry_run``, ``invalid``, ``missing``, ``error``).
+        recorder: counts outcomes (``written``, ``unchanged``, ``dry_run``, ``invalid`` (does not parse, unknown
+            resource, dir outside kubepods), ``out_of_bounds`` (well-formed but outside its range, see
+            :mod:`agent.validator`), ``missing``, ``error``).
         cache_ttl: seconds a written value is trusted before the file is read again.
+        bounds: the node-dependent bounds (cpu capacity, online cpus); :meth:`set_bounds` replaces them.
     """
 
     def __init__(
@@ -150,14 +167,18 @@ class CgroupExecutor:
         dry_run: bool = False,
         recorder: WriteRecorder | None = None,
         cache_ttl: float = 60.0,
+        bounds: NodeBounds | None = None,
     ) -> None:
         self.layout = layout
         self.dry_run = dry_run
         self.recorder = recorder
         self.cache_ttl = cache_ttl
+        self.bounds = bounds or NodeBounds()
         self.planned: list[CgroupWrite] = []
         self._cache: dict[str, tuple[str, float]] = {}
-        self._prepared: dict[tuple[str, str, str], tuple[Path | None, str, str] | str] = {}
+        self._prepared: dict[tuple[str, str, str], tuple[Path | None, str, str] | _Refused] = {}
+        #: (file, value) of refused writes already logged: a plan repeated every round logs once
+        self._refused_logged: set[tuple[str, str]] = set()
         #: v1 quota writes held below their request by the parent's quota, by file: applied again when it rises
         self._clamped: dict[str, tuple[str, CgroupWrite]] = {}
         #: writes skipped so far because their cgroup dir did not exist (yet)
@@ -168,26 +189,62 @@ class CgroupExecutor:
         if self.recorder is not None:
             self.recorder.cgroup_write(resource, result)
 
-    def _prepare(self, write: CgroupWrite) -> tuple[Path | None, str, str] | str:
+    def set_bounds(self, bounds: NodeBounds) -> None:
+        """Replace the node-dependent bounds (the Node's capacity or the online cpus changed); writes
+        checked against the old ones are checked again."""
+        if bounds != self.bounds:
+            log.info(
+                "cgroup bounds: cfs quota <= %d us, cpusets within %s",
+                bounds.max_cfs_quota,
+                format_cpuset(sorted(bounds.online_cpus)) if bounds.online_cpus is not None else "any cpus",
+            )
+            self.bounds = bounds
+            self._prepared.clear()
+            self._refused_logged.clear()
+
+    def _prepare(self, write: CgroupWrite) -> tuple[Path | None, str, str] | _Refused:
         """``(path, canonical v1 value, text for the file)`` of a write, or why it is refused (memoised)."""
         key = (write.resource, write.rel_dir, write.value)
         found = self._prepared.get(key)
         if found is not None:
             return found
+        result: tuple[Path | None, str, str] | _Refused
         try:
-            canonical = _normalise(write.resource, write.value)
             path = self.layout.file_path(write.resource, write.rel_dir)
-            result: tuple[Path | None, str, str] | str = (
-                path,
-                canonical,
-                _to_file(self.layout, write.resource, canonical),
-            )
-        except (InvalidWrite, CgroupPathError) as exc:
-            result = str(exc)
+        except (KeyError, CgroupPathError) as exc:
+            message = f"unknown cgroup resource {write.resource!r}" if isinstance(exc, KeyError) else str(exc)
+            result = _Refused("invalid", message, None)
+        else:
+            try:
+                canonical = _normalise(write.resource, write.value, self.bounds)
+                result = (path, canonical, _to_file(self.layout, write.resource, canonical))
+            except InvalidWrite as exc:
+                result = _Refused("invalid", str(exc), path)
+            except OutOfBounds as exc:
+                result = _Refused("out_of_bounds", str(exc), path)
         if len(self._prepared) >= 8192:
             self._prepared.clear()
         self._prepared[key] = result
         return result
+
+    def _refuse(self, write: CgroupWrite, refused: _Refused) -> None:
+        """Log a refused write (once per file and value) and count it."""
+        where = str(refused.path) if refused.path is not None else f"{write.rel_dir}/{write.resource}"
+        seen = (where, write.value)
+        if seen not in self._refused_logged:
+            if len(self._refused_logged) >= 4096:
+                self._refused_logged.clear()
+            self._refused_logged.add(seen)
+            what = "out of bounds" if refused.result == "out_of_bounds" else "invalid"
+            log.warning(
+                "cgroup value %s, not written: %s = %r: %s (%s)",
+                what,
+                where,
+                write.value,
+                refused.message,
+                write.reason or "no reason given",
+            )
+        self._count(write.resource, refused.result)
 
     def update(self, write: CgroupWrite, *, verify: bool = False) -> bool:
         """Apply one write; True when the file was (or, in dry-run, would be) changed.
@@ -197,9 +254,8 @@ class CgroupExecutor:
         A value written or seen less than ``cache_ttl`` seconds ago is not read again unless ``verify``.
         """
         prepared = self._prepare(write)
-        if isinstance(prepared, str):
-            log.warning("refusing cgroup write %s=%r in %s: %s", write.resource, write.value, write.rel_dir, prepared)
-            self._count(write.resource, "invalid")
+        if isinstance(prepared, _Refused):
+            self._refuse(write, prepared)
             return False
         path, canonical, wanted_text = prepared
         if path is None:
@@ -274,6 +330,8 @@ class CgroupExecutor:
         if spath in self._clamped:
             return
         rel = os.path.relpath(child_dir, self.layout.root / "cpu")
+        # a value the kubelet set above all cpus of the node is restored as the largest one in bounds
+        held = min(held, self.bounds.max_cfs_quota)
         write = CgroupWrite("cpu.cfs_quota_us", rel, str(held), reason or "restore after parent quota")
         self._clamped[spath] = (os.path.dirname(child_dir), write)
 

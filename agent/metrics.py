@@ -32,7 +32,21 @@ class AgentMetrics:
         )
         self.be_used = Gauge("koordlet_be_suppress_be_used_cpu_cores", "BE cpu usage in cores.", registry=r)
         self.cgroup_writes = Counter(
-            "koordlet_cgroup_writes", "Cgroup writes by resource and result.", ["resource", "result"], registry=r
+            "koordlet_cgroup_writes",
+            "Cgroup writes by result (written, unchanged, dry_run, invalid, out_of_bounds, missing, error).",
+            ["resource", "result"],
+            registry=r,
+        )
+        self.nodeslo_refused = Counter(
+            "koordlet_nodeslo_refused",
+            "NodeSLO fields refused on intake (out of upstream's range or malformed); the last good spec stays.",
+            ["field"],
+            registry=r,
+        )
+        self.nodeslo_invalid = Gauge(
+            "koordlet_nodeslo_invalid",
+            "1 while the newest NodeSLO is refused and the last good one is in force.",
+            registry=r,
         )
         self.evictions = Counter("koordlet_pod_eviction", "Pods evicted by reason.", ["reason", "result"], registry=r)
         self.collect_seconds = Histogram(

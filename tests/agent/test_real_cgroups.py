@@ -20,6 +20,7 @@ from agent.cgroups import CgroupLayout
 from agent.collectors.node import processors
 from agent.daemon import Agent, AgentConfig
 from agent.evictor import RecordingEvictor
+from agent.executor import CgroupWrite
 from agent.qos.context import NODE_CPU, SYS_CPU, host_app_cpu_key, pod_memory_key
 from agent.reporter import FileMetricWriter
 from agent.states.providers import FileStates
@@ -333,3 +334,74 @@ def test_host_applications_are_measured_reported_and_left_out_of_system_usage(
     assert apps["ls-daemon"]["qos"] == "LS" and apps["be-job"]["qos"] == "BE"
     be_mem = int_value(apps["be-job"]["usage"]["resources"]["memory"])
     assert 60 * MiB <= be_mem <= 64 * MiB + 24 * MiB, be_mem
+
+
+def _writes(agent: Agent, resource: str, result: str) -> float:
+    labels = {"resource": resource, "result": result}
+    return agent.metrics.registry.get_sample_value("koordlet_cgroup_writes_total", labels) or 0.0
+
+
+def test_out_of_bounds_cgroup_values_are_not_written_and_counted(
+    cgtree: CgroupTree, cluster: Path, tmp_path: Path
+) -> None:
+    """A BE pod whose batch-cpu limit (1000 cores) asks for a quota of 100000000 us on this node (at most
+    cpus x 100000 us): its pod and container quota files keep their value, each refusal is counted in
+    koordlet_cgroup_writes_total{result="out_of_bounds"}, and its in-bounds shares and memory limit are
+    written. A cpuset naming a cpu that is not online is refused the same way, before the kernel sees it."""
+    be_dir = cgtree.pod("be-0008", "besteffort", ("be8c",))
+    huge = {
+        "requests": {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "256Mi"},
+        "limits": {"kubernetes.io/batch-cpu": "1000000", "kubernetes.io/batch-memory": "512Mi"},
+    }
+    write_cluster(cluster, node(), pod("be", "be-0008", "BE", "be8c", huge, "BestEffort"))
+    before = {rel: cgtree.read("cpu", rel, "cpu.cfs_quota_us") for rel in (be_dir, f"{be_dir}/be8c")}
+    agent = make_agent(cgtree, cluster, tmp_path)
+    agent.tick()
+    for rel, quota in before.items():
+        assert cgtree.read("cpu", rel, "cpu.cfs_quota_us") == quota
+        assert cgtree.read("cpu", rel, "cpu.shares") == "1024"
+        assert cgtree.read("memory", rel, "memory.limit_in_bytes") == str(512 * MiB)
+    assert _writes(agent, "cpu.cfs_quota_us", "out_of_bounds") == 2
+    online = [p.cpu_id for p in agent.processors]
+    assert agent.executor.bounds.max_cfs_quota == max(2, len(online)) * 100_000
+    cpus = cgtree.read("cpuset", be_dir, "cpuset.cpus")
+    offline = max(online) + 1
+    assert not agent.executor.update(CgroupWrite("cpuset.cpus", be_dir, f"0,{offline}", "test"))
+    assert cgtree.read("cpuset", be_dir, "cpuset.cpus") == cpus
+    assert _writes(agent, "cpuset.cpus", "out_of_bounds") == 1
+
+
+def test_a_refused_nodeslo_keeps_the_last_good_one_in_force(cgtree: CgroupTree, cluster: Path, tmp_path: Path) -> None:
+    """A good NodeSLO (cfsQuota at 50 %), then one with cpuSuppressThresholdPercent 1000000 (upstream: 0..100):
+    the good thresholds stay in force, the BE quota stays within cpus x 100000 us (before, the agent planned
+    1999997100 us), the refusal is counted once per field (koordlet_nodeslo_refused_total) and
+    koordlet_nodeslo_invalid is 1 until a good NodeSLO arrives again."""
+    cgtree.pod("be-0009", "besteffort", ("be9c",))
+    objs = (node(), pod("be", "be-0009", "BE", "be9c", BE_RESOURCES, "BestEffort"))
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=50))
+    agent = make_agent(cgtree, cluster, tmp_path)
+    be_qos = f"{cgtree.kubepods}/besteffort"
+    limit = max(2, len(agent.processors)) * 100_000  # cpus x period
+    for _ in range(3):
+        agent.tick()
+        time.sleep(0.2)
+    assert agent.last_suppress is not None and agent.last_suppress.policy == "cfsQuota"
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=1000000))
+    quotas = []
+    for _ in range(4):
+        agent.tick()
+        quotas.append(int(cgtree.read("cpu", be_qos, "cpu.cfs_quota_us")))
+        time.sleep(0.2)
+    th = agent.slo.resource_used_threshold_with_be
+    assert th is not None and (th.cpu_suppress_threshold_percent, th.cpu_suppress_policy) == (50, "cfsQuota")
+    assert agent.last_suppress.quota is not None and agent.last_suppress.quota <= limit // 2 + 10_000
+    assert all(0 < q <= limit // 2 + 10_000 for q in quotas), quotas
+    registry = agent.metrics.registry
+    field = "resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"
+    assert registry.get_sample_value("koordlet_nodeslo_refused_total", {"field": field}) == 1
+    assert registry.get_sample_value("koordlet_nodeslo_invalid") == 1
+    write_cluster(cluster, *objs, node_slo(cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=60))
+    agent.tick()
+    th = agent.slo.resource_used_threshold_with_be
+    assert th is not None and th.cpu_suppress_threshold_percent == 60
+    assert registry.get_sample_value("koordlet_nodeslo_invalid") == 0

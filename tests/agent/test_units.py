@@ -119,14 +119,20 @@ def test_executor_maps_v2_names_and_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("resource", "value"),
-    [("cpu.shares", "1"), ("cpu.shares", "300000"), ("cpu.cfs_quota_us", "10"), ("cpuset.cpus", "x"), ("nope", "1")],
+    ("resource", "value", "result"),
+    [
+        ("cpu.shares", "1", "out_of_bounds"),
+        ("cpu.shares", "300000", "out_of_bounds"),
+        ("cpu.cfs_quota_us", "10", "out_of_bounds"),
+        ("cpuset.cpus", "x", "invalid"),
+        ("nope", "1", "invalid"),
+    ],
 )
-def test_executor_refuses_out_of_bounds_values(tmp_path: Path, resource: str, value: str) -> None:
+def test_executor_refuses_out_of_bounds_values(tmp_path: Path, resource: str, value: str, result: str) -> None:
     layout = v2_tree(tmp_path)
     rec = Recorder()
     assert not CgroupExecutor(layout, recorder=rec).update(CgroupWrite(resource, "kubepods/besteffort", value))
-    assert rec.seen[-1][1] == "invalid"
+    assert rec.seen[-1][1] == result
     assert (tmp_path / "kubepods/besteffort/cpu.weight").read_text() == "100"
 
 
