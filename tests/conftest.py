@@ -49,9 +49,13 @@ class LiveServer:
     """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
 
     def __init__(
-        self, source: FileSource, config: SchedulerConfig | None = None, registry: Registry | None = None
+        self,
+        source: FileSource,
+        config: SchedulerConfig | None = None,
+        registry: Registry | None = None,
+        role: str = "all",
     ) -> None:
-        self.app = create_app(source, config, registry=registry)
+        self.app = create_app(source, config, registry=registry, role=role)
         self.port = free_port()
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
