@@ -36,9 +36,7 @@ WEBHOOKS_TLS_SECRET = "koord-webhooks-tls"
 #: already passes them. Once merged they are in the signature too and this set changes nothing.
 MTLS_FLAGS = {"--client-ca-file", "--allowed-client-names", "--allowed-webhook-client-names"}
 #: Every flag of `koord scheduler`.
-SCHEDULER_FLAGS = {
-    "--" + name.replace("_", "-") for name in scheduler.__annotations__ if name != "return"
-} | MTLS_FLAGS
+SCHEDULER_FLAGS = {"--" + name.replace("_", "-") for name in scheduler.__annotations__ if name != "return"} | MTLS_FLAGS
 
 CORE_KINDS = {"Node", "Pod", "ConfigMap", "Namespace", "PriorityClass"}
 CRD_KINDS = sorted(k for k in KINDS if k not in CORE_KINDS)
@@ -187,7 +185,8 @@ def test_every_doc_has_identity(docs: Docs) -> None:
         assert isinstance(d.get("metadata", {}).get("name"), str) and d["metadata"]["name"], path
         if d["kind"] in NAMESPACED_BUILTINS:
             # The one exception: reading kube-system/extension-apiserver-authentication is granted there.
-            reads_auth = d["kind"] == "RoleBinding" and d["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+            role = d.get("roleRef", {}).get("name")
+            reads_auth = d["kind"] == "RoleBinding" and role == "extension-apiserver-authentication-reader"
             expected = "kube-system" if reads_auth else NAMESPACE
             assert d["metadata"].get("namespace") == expected, f"{path}: {d['kind']}/{d['metadata']['name']}"
 
@@ -415,7 +414,7 @@ def _binding(docs: Docs, kind: str, name: str, namespace: str | None = None) -> 
     return binding
 
 
-def test_scheduler_service_account_has_kube_scheduler_and_extender_roles(docs: Docs, deployment: dict[str, Any]) -> None:
+def test_scheduler_account_has_kube_scheduler_and_extender_roles(docs: Docs, deployment: dict[str, Any]) -> None:
     _one(docs, "ServiceAccount", SCHEDULER)
     assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == SCHEDULER
     subject = [{"kind": "ServiceAccount", "name": SCHEDULER, "namespace": NAMESPACE}]
