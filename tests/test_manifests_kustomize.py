@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -108,18 +109,24 @@ def _kube_scheduler_config(docs: Docs) -> dict[str, Any]:
     return loaded
 
 
-def _expected_images() -> set[str]:
-    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
-    return {f"{i.get('newName', i['name'])}:{i['newTag']}" for i in kustomization["images"]}
+def _expected_images(overlay: str) -> set[str]:
+    """The ``images:`` parameters of the base, with the overlay's own entries taking precedence."""
+    params: dict[str, dict[str, str]] = {}
+    for folder in (BASE, OVERLAYS / overlay):
+        kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        for image in kustomization.get("images") or []:
+            params[image["name"]] = {**params.get(image["name"], {}), **image}
+    return {f"{i.get('newName', i['name'])}:{i['newTag']}" for i in params.values()}
 
 
 # ------------------------------------------------------------ every overlay
 
 
 def test_images_are_the_pinned_parameters(overlay: tuple[str, Docs]) -> None:
-    _, docs = overlay
-    expected = _expected_images()
-    assert "koordinator-py:0.1.0" in expected  # pyproject.toml's version
+    name, docs = overlay
+    expected = _expected_images(name)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"koordinator-py:{version}" in expected
     assert any(i.startswith("registry.k8s.io/kube-scheduler:v1.26.") for i in expected)
     seen = set()
     for workload in _find(docs, "Deployment") + _find(docs, "DaemonSet"):
