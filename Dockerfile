@@ -1,9 +1,10 @@
 # Koordinator-Py: the scheduler extender + admission webhooks (one FastAPI service on port 9876).
 #
-#   docker build -t koordinator-py:latest .
-#   docker run --rm -p 9876:9876 koordinator-py:latest          # serves the embedded example cluster
+#   docker build -t koordinator-py:0.1.0 .                       # the tag manifests/base/kustomization.yaml pins
+#   docker run --rm -p 9876:9876 koordinator-py:0.1.0           # serves the embedded example cluster
 #
-# In Kubernetes (manifests/20-deployment.yaml) the same image runs with in-cluster config, TLS and --config.
+# In Kubernetes (manifests/, kustomize) the same image runs as `koord scheduler --role extender` beside
+# kube-scheduler, `--role webhooks` and `koord manager`, with in-cluster config, TLS and --config.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -1,4 +1,4 @@
-"""Static checks of manifests/50-agent.yaml: the DaemonSet, its RBAC and the agent's CLI flags agree."""
+"""Static checks of manifests/base/koord-agent.yaml: the DaemonSet, its RBAC and the agent's CLI flags agree."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import yaml
 from agent.cli import agent
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [d for d in yaml.safe_load_all((ROOT / "manifests" / "50-agent.yaml").read_text()) if d]
+DOCS = [d for d in yaml.safe_load_all((ROOT / "manifests" / "base" / "koord-agent.yaml").read_text()) if d]
 
 
 def _one(kind: str) -> dict[str, Any]:

@@ -227,7 +227,9 @@ def patch_ca_bundles(client: Client, ca_pem: bytes, mutating: str, validating: s
 
 def certs(
     out_dir: Annotated[Path, typer.Option(help="Directory for ca.crt, ca.key, tls.crt, tls.key.")] = Path("certs"),
-    service: Annotated[str, typer.Option(help="Service name the certificate is for.")] = "koord-scheduler-extender",
+    service: Annotated[
+        str, typer.Option(help="Service name the certificate is for (the webhooks' Service by default).")
+    ] = "koord-webhooks",
     namespace: Annotated[str, typer.Option(help="Namespace of the service.")] = "koordinator-system",
     ip: Annotated[list[str] | None, typer.Option(help="IP SAN (repeatable).")] = None,
     days: Annotated[int, typer.Option(help="Validity of the serving certificate, days.")] = 365,

@@ -1,6 +1,7 @@
 """``koord``: the service and its tools.
 
-- ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876).
+- ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
+  extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
 - ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``: in their modules.
 """
@@ -109,12 +110,21 @@ def scheduler(
         str,
         typer.Option(help="Refuse larger request bodies with 413 (bytes, or a quantity such as 256Mi)."),
     ] = "256Mi",
+    role: Annotated[
+        str,
+        typer.Option(
+            help="all (extender verbs and webhooks), extender (verbs only) or webhooks (webhooks only; "
+            "binds nothing, runs no controller). Inspection, health and metrics are always served."
+        ),
+    ] = "all",
 ) -> None:
-    """Serve the kube-scheduler extender (filter/prioritize/preempt/bind), inspection API, health and metrics."""
+    """Serve the extender verbs (filter/prioritize/preempt/bind), webhooks, inspection API, health and metrics."""
     import uvicorn
 
-    from app.server.app import BackgroundTask, create_app
+    from app.server.app import ROLES, BackgroundTask, create_app, serves_extender
 
+    if role not in ROLES:
+        _fail(f"--role: unknown role {role!r}, expected one of {', '.join(ROLES)}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         ttl = parse_duration(assumed_pod_ttl)
@@ -149,8 +159,15 @@ def scheduler(
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())
         source = choose_source(cluster, kubeconfig)
-        # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service.
-        background: list[BackgroundTask] = [run_embedded_controllers] if isinstance(source, FileSource) else []
+        # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service (never in
+        # the webhooks role, which writes nothing). Against an API server `koord manager` runs them.
+        embedded = isinstance(source, FileSource)
+        background: list[BackgroundTask] = [run_embedded_controllers] if embedded and serves_extender(role) else []
+        if not embedded:
+            log.info(
+                "colocation controllers (NodeSLO, batch-cpu/batch-memory) are not run by koord scheduler "
+                "against an API server: run `koord manager` for them"
+            )
         if reloader is not None:
             watcher = reloader
             background.append(lambda _state: watcher.watch())
@@ -162,6 +179,7 @@ def scheduler(
             background=background,
             max_request_body_bytes=body_limit,
             client_auth=client_auth,
+            role=role,
         )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")

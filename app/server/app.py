@@ -53,6 +53,31 @@ EXPIRY_SWEEP_SECONDS = 1.0
 #: refusing a runaway or hostile body before it is read into memory.
 DEFAULT_MAX_REQUEST_BODY_BYTES = 256 * 1024 * 1024
 
+#: What one process serves (``koord scheduler --role``). Every role serves inspection (``/apis/v1/...``),
+#: health and metrics; ``all`` is the single-process default.
+#: - ``extender``: the kube-scheduler extender verbs (/filter /prioritize /preempt /bind) and the plugins'
+#:   background work (e.g. the ElasticQuota status writer); no webhook routes.
+#: - ``webhooks``: the admission webhooks only. It binds nothing and runs no background plugin or
+#:   controller, so any number of replicas can serve behind one Service without writing anything.
+ROLES = ("all", "extender", "webhooks")
+
+
+class UnknownRole(ValueError):
+    """``role`` is not one of :data:`ROLES`; the message lists the allowed ones."""
+
+    def __init__(self, role: str) -> None:
+        super().__init__(f"unknown role {role!r}: expected one of {', '.join(ROLES)}")
+
+
+def serves_extender(role: str) -> bool:
+    """Whether a process of ``role`` serves the extender verbs and runs the plugins' background work."""
+    return role in ("all", "extender")
+
+
+def serves_webhooks(role: str) -> bool:
+    """Whether a process of ``role`` serves the admission webhooks."""
+    return role in ("all", "webhooks")
+
 
 def build_state(
     source: Source,
@@ -85,8 +110,9 @@ def create_app(
     background: list[BackgroundTask] | None = None,
     max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
     client_auth: ClientAuth | None = None,
+    role: str = "all",
 ) -> FastAPI:
-    """Build the FastAPI app serving the extender, inspection, health and metrics endpoints.
+    """Build the FastAPI app serving the extender, webhooks, inspection, health and metrics endpoints.
 
     Args:
         source: where cluster objects come from and bindings go.
@@ -101,21 +127,33 @@ def create_app(
             :class:`~app.server.clientauth.ClientAuthMiddleware`); None lets anyone call them. The
             server must verify client certificates against the CA and use
             :class:`~app.server.clientauth.TLSScopeProtocol`.
+        role: which routes and background work this process has (:data:`ROLES`).
 
     Raises:
         ConfigError: a plugin's args are invalid.
+        UnknownRole: ``role`` is not one of :data:`ROLES`.
     """
+    if role not in ROLES:
+        raise UnknownRole(role)
     state = build_state(source, config, registry=registry, cache=cache, assumed_pod_ttl=assumed_pod_ttl)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await source.start(state.cache)
         tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(_freeze_after_load(source))]
-        tasks += [
-            asyncio.create_task(p.run_background()) for p in state.framework.plugins if isinstance(p, BackgroundPlugin)
-        ]
+        if serves_extender(role):
+            tasks += [
+                asyncio.create_task(p.run_background())
+                for p in state.framework.plugins
+                if isinstance(p, BackgroundPlugin)
+            ]
         tasks += [asyncio.create_task(task(state)) for task in background or []]
-        log.info("serving from %s with plugins %s", source.description, [p.name for p in state.framework.plugins])
+        log.info(
+            "serving role %s from %s with plugins %s",
+            role,
+            source.description,
+            [p.name for p in state.framework.plugins],
+        )
         try:
             yield
         finally:
@@ -141,13 +179,16 @@ def create_app(
         loc = ".".join(str(p) for p in err.get("loc", ()))
         return error_response(f"{loc}: {err.get('msg', 'invalid request')}", 400)
 
-    app.include_router(extender_routes.router)
+    if serves_extender(role):
+        app.include_router(extender_routes.router)
     app.include_router(inspect_routes.router)
     app.include_router(health_routes.router)
     inspect_routes.install_plugin_routes(app, state)
+    app.state.role = role
     app.state.webhook_context = WebhookContext(state.cache, source)
     hooks = all_webhooks()
-    install_webhooks(app, hooks, app.state.webhook_context)
+    if serves_webhooks(role):
+        install_webhooks(app, hooks, app.state.webhook_context)
     if client_auth is not None:
         extender_paths = [route.path for route in extender_routes.router.routes if isinstance(route, APIRoute)]
         rules = client_auth.rules(extender_paths, [hook.path for hook in hooks])

@@ -33,8 +33,9 @@ def test_certs_command_writes_a_verifiable_chain(tmp_path: Path) -> None:
     leaf = x509.load_pem_x509_certificate((out / "tls.crt").read_bytes())
     leaf.verify_directly_issued_by(ca)
     san = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == dns_names("koord-scheduler-extender", "koordinator-system")
-    assert "koord-scheduler-extender.koordinator-system.svc" in san.get_values_for_type(x509.DNSName)
+    # The default service is the webhooks' (the only Service in manifests/; the extender is dialled on 127.0.0.1).
+    assert san.get_values_for_type(x509.DNSName) == dns_names("koord-webhooks", "koordinator-system")
+    assert "koord-webhooks.koordinator-system.svc" in san.get_values_for_type(x509.DNSName)
     assert [str(i) for i in san.get_values_for_type(x509.IPAddress)] == ["10.0.0.7"]
     # Running it again renews the serving cert with the same CA (caBundles stay valid).
     again = CliRunner().invoke(cli, ["certs", "--out-dir", str(out)])
