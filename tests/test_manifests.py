@@ -32,11 +32,8 @@ EXTENDER_ROLE = "koord-scheduler-extender"
 WEBHOOKS = "koord-webhooks"
 WEBHOOKS_TLS_SECRET = "koord-webhooks-tls"
 
-#: The mutual-TLS flags of `koord scheduler`, written in parallel on another branch; the production overlay
-#: already passes them. Once merged they are in the signature too and this set changes nothing.
-MTLS_FLAGS = {"--client-ca-file", "--allowed-client-names", "--allowed-webhook-client-names"}
 #: Every flag of `koord scheduler`.
-SCHEDULER_FLAGS = {"--" + name.replace("_", "-") for name in scheduler.__annotations__ if name != "return"} | MTLS_FLAGS
+SCHEDULER_FLAGS = {"--" + name.replace("_", "-") for name in scheduler.__annotations__ if name != "return"}
 
 CORE_KINDS = {"Node", "Pod", "ConfigMap", "Namespace", "PriorityClass"}
 CRD_KINDS = sorted(k for k in KINDS if k not in CORE_KINDS)
