@@ -179,6 +179,9 @@ def test_leader_election_and_its_rbac(overlay: tuple[str, Docs]) -> None:
                     granted.setdefault(name, set()).update(rule["verbs"])
     assert {"get", "update"} <= granted.get(election["resourceName"], set()), granted
     assert "create" in granted.get("*", set()), granted
+    # the extender follows that same Lease, so only the leader's extender writes in the background
+    extender = _flags(_container(docs, "koord-scheduler", "extender"))
+    assert extender["--follow-leader-lease"] == f"{election['resourceNamespace']}/{election['resourceName']}"
     cluster_roles = {
         b["roleRef"]["name"] for b in _find(docs, "ClusterRoleBinding") if subject in b.get("subjects", [])
     }

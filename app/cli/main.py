@@ -64,6 +64,27 @@ def choose_source(cluster: Path | None, kubeconfig: Path | None) -> Source:
     return FileSource(embedded)
 
 
+def _lease_follower(source: Source, lease: str, identity: str | None) -> Any:
+    """The :class:`~app.sources.leaderlease.LeaseFollower` of ``--follow-leader-lease``.
+
+    Raises:
+        typer.Exit: not NAMESPACE/NAME, or the source is not an API server (code 2).
+    """
+    import socket
+
+    from app.sources.kubernetes import KubernetesSource
+    from app.sources.leaderlease import LeaseFollower, parse_lease_ref
+
+    try:
+        namespace, name = parse_lease_ref(lease)
+    except ValueError as exc:
+        _fail(f"--follow-leader-lease: {exc}")
+    if not isinstance(source, KubernetesSource):
+        _fail("--follow-leader-lease needs an API server (--kubeconfig or in-cluster), not cluster files")
+    assert isinstance(source, KubernetesSource)
+    return LeaseFollower(source.client, namespace, name, identity or socket.gethostname())
+
+
 def _byte_count(flag: str, text: str) -> int:
     """A positive byte count from a Kubernetes quantity (``1048576``, ``256Mi``, ``1G``).
 
@@ -110,6 +131,17 @@ def scheduler(
         str,
         typer.Option(help="Refuse larger request bodies with 413 (bytes, or a quantity such as 256Mi)."),
     ] = "256Mi",
+    follow_leader_lease: Annotated[
+        str | None,
+        typer.Option(
+            help="NAMESPACE/NAME of kube-scheduler's leader Lease: background writes (quota status, revokes) "
+            "only while the kube-scheduler in this pod holds it (Kubernetes source only)."
+        ),
+    ] = None,
+    leader_identity: Annotated[
+        str | None,
+        typer.Option(help="kube-scheduler's identity prefix in the Lease (default: this host's name, the pod name)."),
+    ] = None,
     role: Annotated[
         str,
         typer.Option(
@@ -171,6 +203,9 @@ def scheduler(
         if reloader is not None:
             watcher = reloader
             background.append(lambda _state: watcher.watch())
+        leader = None
+        if follow_leader_lease is not None:
+            leader = _lease_follower(source, follow_leader_lease, leader_identity)
         app = create_app(
             source,
             cfg,
@@ -180,6 +215,7 @@ def scheduler(
             max_request_body_bytes=body_limit,
             client_auth=client_auth,
             role=role,
+            leader=leader,
         )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")

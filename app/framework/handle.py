@@ -11,7 +11,9 @@ A plugin gets one :class:`Handle` at construction and reaches the cluster only t
 - ``handle.waiting_pods``: the pods held at Permit (:class:`~app.framework.waiting.WaitingPods`),
   as upstream's ``GetWaitingPod`` / ``IterateOverWaitingPods`` / ``RejectWaitingPod``;
 - ``handle.now()``: the clock (epoch seconds), injectable in tests;
-- ``handle.has_synced()``: whether the first full list of every kind is in (background loops wait for it).
+- ``handle.has_synced()``: whether the first full list of every kind is in (background loops wait for it);
+- ``handle.is_leader()``: whether this replica does the cluster writes of background loops (status
+  writes, evictions), as only the leading koord-scheduler runs its controllers upstream.
 
 Mirrors k8s.io/kubernetes/pkg/scheduler/framework/interface.go (``Handle``).
 """
@@ -103,6 +105,7 @@ class Handle:
         client: the API client (the source); None gives :class:`NoClient`, whose writes raise.
         waiting_pods: the Permit waiting map (a new one when None; the framework shares it).
         synced: whether the source has listed every kind once (the source's ``ready``); None: always.
+        leading: whether this replica leads (:class:`app.sources.leaderlease.LeaseFollower`); None: always.
     """
 
     def __init__(
@@ -111,16 +114,23 @@ class Handle:
         client: ClusterClient | None = None,
         waiting_pods: WaitingPods | None = None,
         synced: Callable[[], bool] | None = None,
+        leading: Callable[[], bool] | None = None,
     ) -> None:
         self._cache = cache
         self.snapshot = SnapshotLister(cache)
         self.client: ClusterClient = client if client is not None else NoClient()
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self._synced = synced
+        self._leading = leading
 
     def has_synced(self) -> bool:
         """True once the source delivered its first full list of every kind (upstream ``HasSynced``)."""
         return self._synced() if self._synced is not None else True
+
+    def is_leader(self) -> bool:
+        """True when this replica should do background cluster writes: always for a single replica, else
+        only while the kube-scheduler beside it holds the leader Lease. Verbs are answered either way."""
+        return self._leading() if self._leading is not None else True
 
     def now(self) -> float:
         """Current time in epoch seconds (the cache's clock)."""

@@ -34,6 +34,7 @@ from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
 from app.server.wire import error_response
 from app.sources.base import Source
+from app.sources.leaderlease import LeaseFollower
 from webhooks.registry import all_webhooks
 from webhooks.webhook import WebhookContext
 
@@ -86,6 +87,7 @@ def build_state(
     registry: Registry | None = None,
     cache: ClusterCache | None = None,
     assumed_pod_ttl: float = DEFAULT_ASSUMED_POD_TTL,
+    leading: Callable[[], bool] | None = None,
 ) -> ServiceState:
     """Wire cache, framework, extender logic and metrics for ``source``.
 
@@ -94,7 +96,7 @@ def build_state(
     """
     cache = cache or ClusterCache(assumed_pod_ttl=assumed_pod_ttl)
     registry = registry or default_registry()
-    handle = Handle(cache, client=source, synced=source.ready)
+    handle = Handle(cache, client=source, synced=source.ready, leading=leading)
     framework = Framework(config or default_config(registry.names()), registry, handle)
     metrics = ServiceMetrics(cache, lambda: source)
     return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
@@ -111,6 +113,7 @@ def create_app(
     max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
     client_auth: ClientAuth | None = None,
     role: str = "all",
+    leader: LeaseFollower | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving the extender, webhooks, inspection, health and metrics endpoints.
 
@@ -128,6 +131,8 @@ def create_app(
             server must verify client certificates against the CA and use
             :class:`~app.server.clientauth.TLSScopeProtocol`.
         role: which routes and background work this process has (:data:`ROLES`).
+        leader: the kube-scheduler Lease to follow; background plugins write only while it says we
+            lead (polled for the app's lifetime). None: this replica always leads.
 
     Raises:
         ConfigError: a plugin's args are invalid.
@@ -135,7 +140,14 @@ def create_app(
     """
     if role not in ROLES:
         raise UnknownRole(role)
-    state = build_state(source, config, registry=registry, cache=cache, assumed_pod_ttl=assumed_pod_ttl)
+    state = build_state(
+        source,
+        config,
+        registry=registry,
+        cache=cache,
+        assumed_pod_ttl=assumed_pod_ttl,
+        leading=leader.leading if leader is not None else None,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -148,6 +160,8 @@ def create_app(
                 if isinstance(p, BackgroundPlugin)
             ]
         tasks += [asyncio.create_task(task(state)) for task in background or []]
+        if leader is not None:
+            tasks.append(asyncio.create_task(leader.run()))
         log.info(
             "serving role %s from %s with plugins %s",
             role,

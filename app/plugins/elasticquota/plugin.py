@@ -167,7 +167,8 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         """Two loops for the app's lifetime: every second, write runtime, request and used back to each
         ElasticQuota (:mod:`app.plugins.elasticquota.statuswriter`, as upstream's quota controller); and
         every ``revokePodInterval``, evict pods of quotas over their runtime for longer than
-        ``delayEvictTime``, only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream)."""
+        ``delayEvictTime``, only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream).
+        Both write only while ``handle.is_leader()`` (a standby replica keeps its cache warm only)."""
         loops = [self._status_loop()]
         if self.args.monitor_all_quotas and self.args.enable_runtime_quota:
             loops.append(self._revoke_loop())
@@ -179,7 +180,7 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         writer = StatusWriter(self.manager)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
-            if self.handle.has_synced() and self.manager.active:
+            if self.handle.has_synced() and self.handle.is_leader() and self.manager.active:
                 try:
                     await writer.sync_once(self.handle.client)
                 except Exception:  # the loop must survive one bad round
@@ -189,7 +190,7 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         interval = max(self.args.revoke_pod_interval, 0.05)
         while True:
             await asyncio.sleep(interval)
-            if self.handle.has_synced():
+            if self.handle.has_synced() and self.handle.is_leader():
                 try:
                     await self.revoke_once()
                 except Exception:  # the loop must survive one bad cycle
