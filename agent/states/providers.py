@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.api.kinds import KINDS
-from app.api.manifests import ManifestError, files_under, load_objects
+from app.api.manifests import ClusterFiles, ManifestError
 from app.client.errors import ApiError, NotFound
 
 if TYPE_CHECKING:
@@ -64,35 +64,33 @@ class StatesProvider(ABC):
 
 
 class FileStates(StatesProvider):
-    """The embedded mode: the same cluster files the scheduler service reads, re-read when they change."""
+    """The embedded mode: the same cluster files the scheduler service reads, re-read when they change.
+
+    Read through :class:`app.api.manifests.ClusterFiles` as the service reads them: after the first
+    good load, a file that turns malformed or empty (a writer caught between truncating and writing)
+    keeps its last good objects, so the node's pods never vanish for a moment.
+    """
 
     def __init__(self, node_name: str, cluster: Path) -> None:
         super().__init__(node_name)
         self.cluster = Path(cluster)
-        self._state: tuple[tuple[str, float, int], ...] | None = None
+        self.files = ClusterFiles(self.cluster)
+        self._loaded = False
 
     @property
     def description(self) -> str:
         """``files:<path>``."""
         return f"files:{self.cluster}"
 
-    def _snapshot(self) -> tuple[tuple[str, float, int], ...]:
-        out = []
-        for p in files_under(self.cluster):
-            st = p.stat()
-            out.append((str(p), st.st_mtime, st.st_size))
-        return tuple(out)
-
     def refresh(self) -> bool:
-        """Reload when a file changed (mtime/size); the pods are those bound to this node."""
+        """Reload when a file changed (inode/mtime/size); the pods are those bound to this node."""
         try:
-            state = self._snapshot()
-            if state == self._state:
+            if self._loaded and not self.files.changed():
                 return False
-            objects = load_objects(self.cluster)
+            objects = self.files.load(strict=not self._loaded)
         except (ManifestError, OSError) as exc:
             raise StatesError(f"{self.description}: {exc}") from None
-        self._state = state
+        self._loaded = True
         self.pods = [
             p for p in objects.get("Pod", {}).values() if (p.get("spec") or {}).get("nodeName") == self.node_name
         ]

@@ -657,3 +657,22 @@ def test_api_writer_retries_one_conflict_and_reports_refusals_and_silence() -> N
             APIMetricWriter(client).write("n1", CollectPolicy().spec(), report)
     finally:
         fake.close()
+
+
+@pytest.mark.parametrize("name", ["pods.yaml", "pods.json"])
+def test_file_states_keep_the_nodes_pods_when_their_file_is_caught_empty(tmp_path: Path, name: str) -> None:
+    """A writer truncating the pods file before writing must not make the node's pods vanish (the agent would
+    plan and write cgroups for an empty node); a deliberate empty List does drop them."""
+    from agent.states.providers import FileStates
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"}, "spec": {"nodeName": "n1"}}
+    path = tmp_path / name
+    path.write_text(json.dumps({"kind": "List", "items": [pod]}))
+    states = FileStates("n1", tmp_path)
+    assert states.refresh() and [p["metadata"]["name"] for p in states.pods] == ["p"]
+    path.write_text("")
+    assert states.refresh()
+    assert [p["metadata"]["name"] for p in states.pods] == ["p"]
+    assert states.files.empty_reads == 1
+    path.write_text(json.dumps({"kind": "List", "items": []}))
+    assert states.refresh() and states.pods == []
