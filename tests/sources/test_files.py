@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +160,18 @@ async def test_bind_records_and_delivers(tmp_path: Path) -> None:
     await src.stop()
 
 
+@contextlib.asynccontextmanager
+async def _started(path: Path) -> AsyncIterator[tuple[FileSource, Sink]]:
+    """A file source on ``path`` polling every 20 ms, started into a fresh Sink, stopped afterwards."""
+    src = FileSource(path, poll_interval=0.02, restamp_interval=0)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        yield src, sink
+    finally:
+        await src.stop()
+
+
 async def _poll_until(src: FileSource, sink: Sink, done: Any, what: str) -> None:
     for _ in range(200):
         await asyncio.sleep(0.02)
@@ -183,10 +197,7 @@ async def test_an_emptied_file_keeps_its_objects_and_others_keep_flowing(
     first = NODE % "n1" if name.endswith(".yaml") else '{"kind": "Node", "metadata": {"name": "n1"}}'
     (tmp_path / name).write_text(first)
     (tmp_path / "other.yaml").write_text(NODE % "o1")
-    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
-    sink = Sink()
-    await src.start(sink)
-    try:
+    async with _started(tmp_path) as (src, sink):
         assert sorted(sink.objects["Node"]) == ["n1", "o1"]
         (tmp_path / name).write_text(content)  # a writer truncated the file and has not written yet
         (tmp_path / "other.yaml").write_text(NODE % "o2")  # meanwhile another file changes
@@ -200,60 +211,44 @@ async def test_an_emptied_file_keeps_its_objects_and_others_keep_flowing(
         )
         await _poll_until(src, sink, lambda: "n2" in sink.objects["Node"], "the rewritten file")
         assert sorted(sink.objects["Node"]) == ["n2", "o2"]
-    finally:
-        await src.stop()
 
 
 async def test_a_truncated_file_keeps_its_objects_and_removing_the_file_drops_them(tmp_path: Path) -> None:
     full = NODE % "n1" + "---\n" + NODE % "n2"
     (tmp_path / "nodes.yaml").write_text(full)
     (tmp_path / "keep.yaml").write_text(NODE % "k1")
-    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
-    sink = Sink()
-    await src.start(sink)
-    try:
+    async with _started(tmp_path) as (src, sink):
         (tmp_path / "nodes.yaml").write_text(full[: len(NODE % "n1") + 30])  # cut inside the second document
         await _poll_until(src, sink, lambda: src.files.read_errors >= 1, "the failed read")
         assert sorted(sink.objects["Node"]) == ["k1", "n1", "n2"]
         (tmp_path / "nodes.yaml").unlink()
         await _poll_until(src, sink, lambda: "n1" not in sink.objects["Node"], "the removal")
         assert sorted(sink.objects["Node"]) == ["k1"]
-    finally:
-        await src.stop()
 
 
 async def test_an_empty_list_drops_a_files_objects(tmp_path: Path) -> None:
     (tmp_path / "nodes.yaml").write_text(NODE % "n1")
-    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
-    sink = Sink()
-    await src.start(sink)
-    try:
+    async with _started(tmp_path) as (src, sink):
         (tmp_path / "nodes.yaml").write_text("apiVersion: v1\nkind: List\nitems: []\n")
         await _poll_until(src, sink, lambda: not sink.objects["Node"], "the deliberate emptying")
         assert src.files.empty_reads == 0
-    finally:
-        await src.stop()
 
 
 async def test_an_object_in_two_files_is_a_warning_and_counted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    (tmp_path / "a.yaml").write_text(NODE.replace("'4'", "'4'") % "n1")
+    (tmp_path / "a.yaml").write_text(NODE % "n1")
     (tmp_path / "b.yaml").write_text((NODE % "n1").replace("'4'", "'8'"))
-    src = FileSource(tmp_path, poll_interval=0.02, restamp_interval=0)
-    sink = Sink()
     with caplog.at_level("WARNING"):
-        await src.start(sink)
-    try:
-        assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "8"  # the last file wins
-        assert list(src.files.duplicates) == [("Node", "n1")]
-        warnings = [r.getMessage() for r in caplog.records if "defined in 2 files" in r.getMessage()]
-        assert len(warnings) == 1 and "a.yaml" in warnings[0] and "b.yaml" in warnings[0], warnings
-        (tmp_path / "b.yaml").unlink()
-        await _poll_until(src, sink, lambda: not src.files.duplicates, "the duplicate to go")
-        assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "4"
-    finally:
-        await src.stop()
+        async with _started(tmp_path) as (src, sink):
+            assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "8"  # the last file wins
+            assert list(src.files.duplicates) == [("Node", "n1")]
+            await asyncio.sleep(0.1)  # a few polls: the warning is not repeated
+            warnings = [r.getMessage() for r in caplog.records if "defined in 2 files" in r.getMessage()]
+            assert len(warnings) == 1 and "a.yaml" in warnings[0] and "b.yaml" in warnings[0], warnings
+            (tmp_path / "b.yaml").unlink()
+            await _poll_until(src, sink, lambda: not src.files.duplicates, "the duplicate to go")
+            assert sink.objects["Node"]["n1"]["status"]["allocatable"]["cpu"] == "4"
 
 
 def test_blank_json_and_blank_yaml_load_the_same_at_start(tmp_path: Path) -> None:
