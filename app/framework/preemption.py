@@ -3,6 +3,7 @@
 - :func:`fit_shortfall`: what kube-scheduler's own NodeResourcesFit would still refuse on a node
   once some pods are gone (``Too many pods``, ``Insufficient <resource>``), over our cache. ``/preempt``
   uses it to check a victim list it narrowed against the in-tree reasons we can evaluate.
+- :func:`pod_start_time`: a pod's start as upstream's ``GetPodStartTime``.
 - :class:`Candidate` and :func:`pick_one_node_for_preemption`: a node with its victims, and the choice
   among candidates as ``pickOneNodeForPreemption`` in
   k8s.io/kubernetes/pkg/scheduler/framework/preemption/preemption.go.
@@ -12,13 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from app.api.timeparse import parse_time
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 
 #: ``math.MaxInt32 + 1``: added to each victim priority in the sum criterion so that negative
 #: priorities still make a longer list weigh more (as upstream).
 _PRIORITY_OFFSET = 2**31
+
+
+def pod_start_time(pod: PodInfo, obj: dict[str, Any] | None, now: float) -> float:
+    """``GetPodStartTime`` (pkg/scheduler/util): ``status.startTime`` of ``obj`` (epoch seconds), else the
+    PodScheduled time, else ``now``."""
+    raw = ((obj or {}).get("status") or {}).get("startTime")
+    if isinstance(raw, str) and raw:
+        try:
+            return parse_time(raw)
+        except ValueError:
+            pass
+    return pod.scheduled_time if pod.scheduled_time is not None else now
 
 
 def fit_shortfall(node: NodeState, pod: PodInfo, removed: list[PodInfo]) -> list[str]:

@@ -7,6 +7,7 @@ the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 40
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,8 +21,8 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch
-from app.framework.preemption import fit_shortfall
+from app.framework.interfaces import NodeBatch, PreemptionPlugin
+from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import Code, Status
 from app.server.wire import BadRequest
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: Reason for a node the cache does not know (upstream LoadAware's "node not found").
 REASON_NODE_NOT_FOUND = "node not found"
+
+#: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
+Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
 
 
 class ExtenderService:
@@ -48,6 +52,7 @@ class ExtenderService:
         self.source = source
         self.binding = BindingCycle(cache, framework)
         self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
+        self._preemptions: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -100,7 +105,32 @@ class ExtenderService:
 
     # ------------------------------------------------------------------ filter
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
-        """ExtenderFilterResult for ``args``: passing nodes in request order, failures with reasons."""
+        """ExtenderFilterResult for ``args``: passing nodes in request order, failures with reasons.
+
+        Decides no preemption (:meth:`filter_and_preempt` does)."""
+        return self._filter(args, preempt=False)[0]
+
+    def filter_and_preempt(self, args: ExtenderArgs) -> tuple[dict[str, Any], Preemption | None]:
+        """:meth:`filter`, and when a PreFilter rejected the pod as Unschedulable, the framework's
+        preemption inside the service (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the
+        known candidate nodes. The answer is the same either way (the nodes fail); the preemption
+        returned, if any, is to be started with :meth:`start_preemption` once the answer is on its way."""
+        return self._filter(args, preempt=True)
+
+    def start_preemption(self, preemption: Preemption) -> None:
+        """Run the chosen plugin's ``prepare_candidate`` (evictions, nomination) as a background task on
+        the running event loop (as kube-scheduler's async preemption), kept until it ends.
+
+        Raises:
+            RuntimeError: no event loop is running.
+        """
+        plugin, pod, candidate = preemption
+        task = asyncio.get_running_loop().create_task(plugin.prepare_candidate(pod, candidate))
+        self._preemptions.add(task)
+        task.add_done_callback(self._preemptions.discard)
+
+    def _filter(self, args: ExtenderArgs, *, preempt: bool) -> tuple[dict[str, Any], Preemption | None]:
+        preemption: Preemption | None = None
         names = self.candidate_names(args)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -115,6 +145,10 @@ class ExtenderService:
                 target = unresolvable if pre.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 for name in batch.names:
                     target[name] = pre.message
+                if preempt and pre.code == Code.UNSCHEDULABLE and len(batch):
+                    chosen = self.framework.run_post_filter(state, pod, args.Pod, pre, batch.names)
+                    if chosen is not None:
+                        preemption = (chosen[0], pod, chosen[1])
                 failures: dict[int, Status] = {}
                 passing_pos: list[int] = []
             else:
@@ -131,13 +165,14 @@ class ExtenderService:
                     target[bnames[i]] = status.message
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
-            return {
+            error: dict[str, Any] = {
                 "Nodes": None,
                 "NodeNames": None,
                 "FailedNodes": {},
                 "FailedAndUnresolvableNodes": {},
                 "Error": str(exc),
             }
+            return error, None
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,
@@ -150,7 +185,7 @@ class ExtenderService:
         else:
             items = args.Nodes.items
             result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
-        return result
+        return result, preemption
 
     # ------------------------------------------------------------------ prioritize
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
