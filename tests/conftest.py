@@ -20,6 +20,7 @@ import yaml
 from app.framework.config import SchedulerConfig
 from app.framework.registry import Registry
 from app.server.app import create_app
+from app.sources.base import Source
 from app.sources.files import FileSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +50,7 @@ class LiveServer:
     """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
 
     def __init__(
-        self, source: FileSource, config: SchedulerConfig | None = None, registry: Registry | None = None
+        self, source: Source, config: SchedulerConfig | None = None, registry: Registry | None = None
     ) -> None:
         self.app = create_app(source, config, registry=registry)
         self.port = free_port()

@@ -160,3 +160,76 @@ def test_disable_default_quota_preemption_protects_pods_outside_any_quota(
             _wait(lambda: len(_evictions(srv)) == len(evicted))
         time.sleep(0.3)
         assert [e["name"] for e in _evictions(srv)] == evicted
+
+
+# ---------------------------------------------------------------- through a real API client
+
+
+def _kubeconfig(tmp: Path, url: str) -> Path:
+    path = tmp / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": url}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize("pdb_blocked", [False, True], ids=["evicted", "pdb-refuses"])
+def test_preemption_goes_through_the_eviction_api(tmp_path: Path, pdb_blocked: bool) -> None:
+    """With the Kubernetes source on the fake API server: the victim gets a policy/v1 Eviction and the
+    preemptor a status patch with nominatedNodeName; a PodDisruptionBudget's 429 is not turned into a
+    delete, and the pod is then not nominated."""
+    from app.sources.kubernetes import KubernetesSource
+    from tests.client.fake_apiserver import FakeAPIServer
+
+    cluster = yaml.safe_load_all(_cluster(tmp_path).joinpath("cluster.yaml").read_text())
+    fake = FakeAPIServer()
+    try:
+        for obj in cluster:
+            kind, meta = obj["kind"], obj["metadata"]
+            if kind == "Node":
+                fake.seed("/api/v1/nodes", obj)
+            elif kind == "ElasticQuota":
+                fake.seed("/apis/scheduling.sigs.k8s.io/v1alpha1/elasticquotas", obj)
+            else:
+                if pdb_blocked and meta["name"] == "a-new":
+                    meta["labels"]["pdb"] = "blocked"
+                fake.seed("/api/v1/pods", obj)
+                fake.seed(f"/api/v1/namespaces/{meta['namespace']}/pods", obj)
+        source = KubernetesSource(
+            ("Node", "Pod", "ElasticQuota"), kubeconfig=str(_kubeconfig(tmp_path, fake.url)), backoff_initial=0.1
+        )
+        registry = default_registry()
+        cfg = parse_config({}, registry.names())
+        with LiveServer(source, cfg) as srv:  # any Source serves, not only FileSource
+            r = srv.client.post("/filter", json=filter_body(_preemptor(), ["n1", "n2"]))
+            assert r.json()["FailedNodes"]["n1"] == QUOTA_MESSAGE
+            _wait(lambda: any(c.path.endswith("/eviction") for c in fake.calls("POST")))
+            time.sleep(0.3)
+            evictions = [c for c in fake.calls("POST") if c.path.endswith("/eviction")]
+            assert [c.path for c in evictions] == ["/api/v1/namespaces/team-a/pods/a-new/eviction"]
+            assert evictions[0].body["kind"] == "Eviction"
+            assert evictions[0].body["deleteOptions"]["preconditions"]["uid"] == "uid-a-new"
+            assert fake.calls("DELETE") == []
+            patches = [c for c in fake.calls("PATCH") if "/pods/" in c.path]
+            view = srv.client.get(f"{PREFIX}/evictions").json()
+            if pdb_blocked:
+                assert patches == []
+                assert "a-new" in fake.store["/api/v1/namespaces/team-a/pods"]
+                assert "disruption budget" in view[0]["error"]
+            else:
+                assert [(c.path, c.body) for c in patches] == [
+                    ("/api/v1/namespaces/team-a/pods/a-hi/status", {"status": {"nominatedNodeName": "n1"}})
+                ]
+                assert "a-new" not in fake.store["/api/v1/namespaces/team-a/pods"]
+                assert view[0]["error"] == ""
+    finally:
+        fake.close()
