@@ -49,9 +49,7 @@ def free_port() -> int:
 class LiveServer:
     """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
 
-    def __init__(
-        self, source: Source, config: SchedulerConfig | None = None, registry: Registry | None = None
-    ) -> None:
+    def __init__(self, source: Source, config: SchedulerConfig | None = None, registry: Registry | None = None) -> None:
         self.app = create_app(source, config, registry=registry)
         self.port = free_port()
         self.server = uvicorn.Server(
