@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from app.framework.config import parse_config
+from app.plugins.registry import default_registry
 from app.sources.files import FileSource
 from tests.conftest import LiveServer, wire
 from tests.plugins.elasticquota.fixtures import node, pod, quota
@@ -172,3 +174,27 @@ def test_narrowed_victims_are_confirmed_only_for_reasons_we_evaluate(
             assert _answer(srv, _preempt_body(form, srv, ["uid-a-low"])) == {
                 "n1": {"Pods": [{"UID": "uid-a-low"}], "NumPDBViolations": 1}
             }
+
+
+@pytest.mark.parametrize(("disable", "confirmed"), [(None, False), (False, True)], ids=["default-true", "false"])
+def test_pods_outside_any_quota_preempt_only_without_disable_default_quota_preemption(
+    tmp_path: Path, disable: bool | None, confirmed: bool
+) -> None:
+    objs = [
+        node("n1", "4"),
+        quota("team-a", {"cpu": "4"}, {"cpu": "4"}),  # any ElasticQuota makes the plugin active
+        pod("d-low-1", "2", namespace="apps", node="n1", priority=0, start="2026-01-01T00:00:00Z"),
+        pod("d-low-2", "2", namespace="apps", node="n1", priority=0, start="2026-01-02T00:00:00Z"),
+    ]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(objs))
+    args = {} if disable is None else {"disableDefaultQuotaPreemption": disable}
+    registry = default_registry()
+    cfg = parse_config({"pluginConfig": [{"name": "ElasticQuota", "args": args}]}, registry.names())
+    with LiveServer(FileSource(tmp_path, poll_interval=0), cfg) as srv:
+        body = {
+            "Pod": pod("d-hi", "2", namespace="apps", priority=100),
+            "NodeNameToVictims": None,
+            "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-d-low-2"}], "NumPDBViolations": 0}},
+        }
+        expected = {"n1": {"Pods": [{"UID": "uid-d-low-2"}], "NumPDBViolations": 0}} if confirmed else {}
+        assert _answer(srv, body) == expected
