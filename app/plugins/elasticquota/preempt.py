@@ -81,38 +81,37 @@ def select_victims(
     limit = manager.used_limit(info)
     pod_req = mask(pod.requests, info.max)
 
-    def quota_ok(kept: set[str]) -> tuple[bool, ResourceList, list[str]]:
-        used = dict(info.used)
-        for v in eligible:
-            if v.uid not in kept:
-                used = subtract(used, mask(v.requests, info.max))
-        new_used = mask(add(used, pod_req), pod_req)
-        ok, exceeded = less_equal(new_used, limit)
-        return ok, used, exceeded
+    masked = {v.uid: mask(v.requests, info.max) for v in eligible}
 
-    def freed(kept: set[str]) -> ResourceList:
-        out: ResourceList = {}
-        for v in eligible:
-            if v.uid not in kept and v.node_name == node:
-                out = add(out, v.requests)
-        return out
+    def quota_ok(used: ResourceList) -> tuple[bool, list[str]]:
+        return less_equal(mask(add(used, pod_req), pod_req), limit)
 
-    ok, used, exceeded = quota_ok(set())
+    # every eligible victim gone; then add the most important back one by one (sums kept incrementally:
+    # integer arithmetic, so the same as recomputing from scratch, in O(victims) instead of O(victims^2))
+    used = dict(info.used)
+    freed: ResourceList = {}
+    for v in eligible:
+        used = subtract(used, masked[v.uid])
+        if v.node_name == node:
+            freed = add(freed, v.requests)
+    ok, exceeded = quota_ok(used)
     if not ok:
         return [], Status.unschedulable(
             f"Insufficient quotas, quotaName: {quota_name}, runtime: {print_resource_list(limit)}, "
             f"used: {print_resource_list(used)}, pod's request: {print_resource_list(pod_req)}, "
             f"exceedDimensions: {go_list(exceeded)}"
         )
-    short = _node_fits(snapshot, node, pod, freed(set()))
+    short = _node_fits(snapshot, node, pod, freed)
     if short:
         return [], Status.unschedulable(*(f"Insufficient {res}" for res in short))
     kept: set[str] = set()
     order = sorted(eligible, key=lambda v: importance_key(v, snapshot.pod_object(v.uid), now))
     for victim in order:
-        trial = kept | {victim.uid}
-        if quota_ok(trial)[0] and not _node_fits(snapshot, node, pod, freed(trial)):
-            kept = trial
+        trial_used = add(used, masked[victim.uid])
+        trial_freed = subtract(freed, victim.requests) if victim.node_name == node else freed
+        if quota_ok(trial_used)[0] and not _node_fits(snapshot, node, pod, trial_freed):
+            kept.add(victim.uid)
+            used, freed = trial_used, trial_freed
     return [v for v in eligible if v.uid not in kept], SUCCESS
 
 
@@ -191,12 +190,13 @@ def quota_candidates(
     victims, as upstream (their eviction is skipped).
     """
     info = manager.quotas.get(quota_name)
-    if info is None:
-        return []
+    if info is None or (disable_default and quota_name == n.DEFAULT_QUOTA_NAME):
+        return []  # no pod of the default quota may be a victim: nothing to look at
     wanted = set(nodes)
+    priority = pod.priority or 0
     by_node: dict[str, list[PodInfo]] = {}
     for uid, entry in info.pods.items():
-        if not entry.assigned:
+        if not entry.assigned or entry.priority >= priority:  # canPreempt's priority rule, checked cheaply first
             continue
         victim = snapshot.pod(uid)
         if victim is not None and victim.node_name in wanted:
