@@ -108,6 +108,8 @@ class ElasticQuota(
         pod = new if new is not None else old
         if pod is not None:
             self.manager.set_pod(pod.uid or pod.key, new)
+            if self.preempting and (new is None or new.node_name):
+                self.preempting.pop(pod.uid, None)  # the preemptor is bound or gone: its preemption is over
 
     def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
         """Record an ElasticQuota change (the tree is rebuilt on the next read)."""
