@@ -233,3 +233,19 @@ def test_preemption_goes_through_the_eviction_api(tmp_path: Path, pdb_blocked: b
                 assert view[0]["error"] == ""
     finally:
         fake.close()
+
+
+def test_kube_scheduler_preemption_is_refused_while_ours_is_under_way(preempt_server: LiveServer) -> None:
+    """In one scheduling cycle kube-scheduler calls /filter (our preemption starts) and then, if some node
+    failed in-tree, /preempt: it must not evict a second set of victims for the same pod."""
+    c = preempt_server.client
+    body = {
+        "Pod": _preemptor(),
+        "NodeNameToVictims": None,
+        "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-a-old"}], "NumPDBViolations": 0}},
+    }
+    confirmed = {"n1": {"Pods": [{"UID": "uid-a-old"}], "NumPDBViolations": 0}}
+    assert c.post("/preempt", json=body).json()["NodeNameToMetaVictims"] == confirmed
+    c.post("/filter", json=filter_body(_preemptor(), ["n1", "n2"]))
+    _wait(lambda: len(_evictions(preempt_server)) == 1)
+    assert c.post("/preempt", json=body).json()["NodeNameToMetaVictims"] == {}

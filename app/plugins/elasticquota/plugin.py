@@ -60,6 +60,7 @@ from app.plugins.elasticquota.preempt import (
     not_eligible_reason,
     quota_candidates,
     select_victims,
+    still_pending,
 )
 from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask, print_resource_list
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
@@ -181,9 +182,16 @@ class ElasticQuota(
     def select_victims(
         self, state: CycleState, pod: PodInfo, node: str, victims: list[PodInfo]
     ) -> tuple[list[PodInfo], Status]:
-        """Keep only victims quota rules allow and drop nodes where they would not make room."""
+        """Keep only victims quota rules allow and drop nodes where they would not make room.
+
+        Every node is dropped while a preemption of ours for the pod is under way (decided by ``/filter``
+        in this scheduling cycle or an earlier one, its victims not gone yet): kube-scheduler's own
+        preemption must not evict a second set of victims for it."""
         if not self.manager.active:
             return victims, SUCCESS
+        pending = self.preempting.get(pod.uid)
+        if pending is not None and still_pending(pending, self.handle.snapshot, state.now):
+            return [], Status.unschedulable(f"preemption for pod {pod.name} already under way on node {pending.node}")
         return select_victims(
             self.manager,
             self.handle.snapshot,

@@ -129,6 +129,13 @@ class PendingPreemption:
     started: float
 
 
+def still_pending(pending: PendingPreemption | None, snapshot: SnapshotLister, now: float) -> bool:
+    """``pending`` is younger than :data:`PENDING_TIMEOUT` and one of its victims is still in the cache."""
+    if pending is None or now - pending.started >= PENDING_TIMEOUT:
+        return False
+    return any(uid in snapshot.pods for uid in pending.victims)
+
+
 def is_terminating(obj: dict[str, Any] | None) -> bool:
     """The pod object carries ``metadata.deletionTimestamp`` (graceful deletion under way)."""
     meta = (obj or {}).get("metadata")
@@ -153,8 +160,7 @@ def not_eligible_reason(
     spec: dict[str, Any] = raw_spec if isinstance(raw_spec, dict) else {}
     if spec.get("preemptionPolicy") == "Never":
         return "not eligible due to preemptionPolicy=Never."
-    waiting = pending is not None and now - pending.started < PENDING_TIMEOUT
-    if pending is not None and waiting and any(uid in snapshot.pods for uid in pending.victims):
+    if pending is not None and still_pending(pending, snapshot, now):
         return f"not eligible: its victims on node {pending.node} are still being evicted"
     raw_status = pod_obj.get("status")
     status: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
