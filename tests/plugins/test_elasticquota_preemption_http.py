@@ -249,3 +249,14 @@ def test_kube_scheduler_preemption_is_refused_while_ours_is_under_way(preempt_se
     c.post("/filter", json=filter_body(_preemptor(), ["n1", "n2"]))
     _wait(lambda: len(_evictions(preempt_server)) == 1)
     assert c.post("/preempt", json=body).json()["NodeNameToMetaVictims"] == {}
+
+
+def test_preemption_from_a_filter_with_whole_nodes(preempt_server: LiveServer) -> None:
+    """nodeCacheCapable: false (``Nodes`` is a NodeList): the same preemption, the nodes answered back failed."""
+    objects = preempt_server.service.cache.nodes
+    body = {"Pod": _preemptor(), "Nodes": {"items": [objects[n].obj for n in ("n1", "n2")]}, "NodeNames": None}
+    r = preempt_server.client.post("/filter", json=body)
+    assert r.json()["Nodes"]["items"] == []
+    assert r.json()["FailedNodes"] == {"n1": QUOTA_MESSAGE, "n2": QUOTA_MESSAGE}
+    _wait(lambda: _nominated(preempt_server) == "n1")
+    assert [e["name"] for e in _evictions(preempt_server)] == ["a-new"]
