@@ -124,8 +124,7 @@ class ExtenderService:
         Raises:
             RuntimeError: no event loop is running.
         """
-        plugin, pod, candidate = preemption
-        task = asyncio.get_running_loop().create_task(plugin.prepare_candidate(pod, candidate))
+        task = asyncio.get_running_loop().create_task(_prepare(preemption))
         self._preemptions.add(task)
         task.add_done_callback(self._preemptions.discard)
 
@@ -377,6 +376,15 @@ def _meta_field(obj: dict[str, Any], key: str, path: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"{path}.metadata.{key}: expected a string, got {type(value).__name__}")
     return value
+
+
+async def _prepare(preemption: Preemption) -> None:
+    """Run ``prepare_candidate``; a plugin bug is logged, never left in an unawaited task."""
+    plugin, pod, candidate = preemption
+    try:
+        await plugin.prepare_candidate(pod, candidate)
+    except Exception:  # a plugin bug must not vanish silently
+        log.exception("preemption by %s for pod %s on node %s failed", plugin.name, pod.key, candidate.node)
 
 
 def _outside_reason(node: NodeState, pod: PodInfo, kept: list[PodInfo]) -> str:
