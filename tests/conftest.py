@@ -20,6 +20,7 @@ import yaml
 from app.framework.config import SchedulerConfig
 from app.framework.registry import Registry
 from app.server.app import create_app
+from app.sources.base import Source
 from app.sources.files import FileSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ class LiveServer:
 
     def __init__(
         self,
-        source: FileSource,
+        source: Source,
         config: SchedulerConfig | None = None,
         registry: Registry | None = None,
         **app_kwargs: Any,

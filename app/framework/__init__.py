@@ -3,8 +3,10 @@
 Follows the shape of k8s.io/kubernetes/pkg/scheduler/framework:
 
 - :mod:`~app.framework.interfaces`: one small Protocol per extension point (PreFilter, Filter,
-  PreScore, Score, Reserve, Permit, PreBind, Bind, PostBind, PostFilter), which plugin classes
-  list among their bases;
+  PreScore, Score, Reserve, Permit, PreBind, Bind, PostBind, PostFilter, Preemption), which plugin
+  classes list among their bases;
+- :mod:`~app.framework.preemption`: kube-scheduler's generic preemption pieces (candidates, the choice
+  of one node, the in-tree resource fit a narrowed victim list is checked against);
 - :mod:`~app.framework.handle`: what plugins get (snapshot lister, API client, waiting pods, clock);
 - :mod:`~app.framework.runtime`: the enabled plugins and one runner per extension point;
 - :mod:`~app.framework.bindingcycle`: what ``/bind`` runs (re-check, assume, Reserve, Permit,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ from app.framework.status import Status
 
 if TYPE_CHECKING:
     from app.cache.podinfo import PodInfo
+    from app.framework.preemption import Candidate
 
 #: kube-scheduler's MaxNodeScore: plugin scores are 0..100.
 MAX_NODE_SCORE = 100
@@ -194,6 +195,36 @@ class PostFilterPlugin(Plugin, Protocol):
         self, state: CycleState, pod: PodInfo, node: str, victims: list[PodInfo]
     ) -> tuple[list[PodInfo], Status]:
         """Return the victims this plugin allows on ``node`` and a status (non-success drops the node)."""
+        ...
+
+
+@runtime_checkable
+class PreemptionPlugin(Plugin, Protocol):
+    """Preempts for a pod its own PreFilter rejected, inside the service (upstream ``PostFilterPlugin``
+    with a ``preemption.Evaluator``, as ElasticQuota's PostFilter).
+
+    Used where kube-scheduler cannot carry the preemption: its dry run evaluates only in-tree filters and
+    keeps only nodes with at least one victim, so a pod that fits in-tree but fails our PreFilter never
+    reaches ``/preempt``. The framework runs, in order: :meth:`select_candidates` (eligibility and victims
+    per node), its own Filter plugins with the victims removed, the choice of one node
+    (:func:`~app.framework.preemption.pick_one_node_for_preemption`), :meth:`nominate`, and, off the
+    request path, :meth:`prepare_candidate`.
+    """
+
+    def select_candidates(
+        self, state: CycleState, pod: PodInfo, pod_obj: dict[str, Any], status: Status, nodes: list[str]
+    ) -> list[Candidate]:
+        """Nodes of ``nodes`` where removing the returned victims makes room for ``pod``, which PreFilter
+        rejected with ``status``; [] when this plugin does not preempt for it (not its rejection, not
+        eligible, no victims). ``pod_obj`` is the pod as the request carried it."""
+        ...
+
+    def nominate(self, state: CycleState, pod: PodInfo, candidate: Candidate) -> None:
+        """Record the chosen candidate before the request is answered (the preemption is now under way)."""
+        ...
+
+    async def prepare_candidate(self, pod: PodInfo, candidate: Candidate) -> None:
+        """Evict the victims and nominate the node for ``pod`` through the API client; never raises."""
         ...
 
 

@@ -37,11 +37,13 @@ from app.framework.interfaces import (
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
+    PreemptionPlugin,
     PreFilterPlugin,
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
 )
+from app.framework.preemption import Candidate, pick_one_node_for_preemption, pod_start_time
 from app.framework.registry import Registry
 from app.framework.status import SUCCESS, Code, Status
 from app.framework.waiting import WaitingPod, WaitingPods
@@ -106,6 +108,7 @@ class Framework:
         self.bind_plugins = [p for p in self.plugins if isinstance(p, BindPlugin)]
         self.post_bind_plugins = [p for p in self.plugins if isinstance(p, PostBindPlugin)]
         self.post_filter_plugins = [p for p in self.plugins if isinstance(p, PostFilterPlugin)]
+        self.preemption_plugins = [p for p in self.plugins if isinstance(p, PreemptionPlugin)]
         handle.add_listener(_RejectDeletedWaitingPods(self.waiting_pods))
 
     def plugin(self, name: str) -> Plugin | None:
@@ -322,6 +325,39 @@ class Framework:
             if not status.is_success():
                 return victims, Status(status.code, status.reasons, plugin.name)
         return victims, SUCCESS
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, pod_obj: dict[str, Any], status: Status, nodes: list[str]
+    ) -> tuple[PreemptionPlugin, Candidate] | None:
+        """Preemption inside the service for a pod PreFilter rejected with ``status`` (upstream
+        ``RunPostFilterPlugins`` with each plugin's ``preemption.Evaluator``).
+
+        For each :class:`~app.framework.interfaces.PreemptionPlugin` in order: its candidates among
+        ``nodes``, kept when every Filter plugin passes the pod with the victims removed, then one chosen
+        by :func:`~app.framework.preemption.pick_one_node_for_preemption` and handed to the plugin's
+        ``nominate``. Returns the plugin and the chosen candidate (the caller runs ``prepare_candidate``
+        off the request path), or None. A plugin that raises is logged and skipped.
+        """
+        for plugin in self.preemption_plugins:
+            try:
+                candidates = plugin.select_candidates(state, pod, pod_obj, status, nodes)
+                if not candidates:
+                    continue
+                names = [c.node for c in candidates]
+                rows, _ = self.handle.snapshot.table.rows_of(names)
+                batch = NodeBatch(rows, names, [list(c.victims) for c in candidates])
+                failures = self.run_filters(state, pod, batch)
+                feasible = [c for i, c in enumerate(candidates) if i not in failures]
+                best = pick_one_node_for_preemption(
+                    feasible, lambda v: pod_start_time(v, self.handle.snapshot.pod_object(v.uid), state.now)
+                )
+                if best is None:
+                    continue
+                plugin.nominate(state, pod, best)
+                return plugin, best
+            except Exception:  # a plugin bug must not fail the filter answer
+                log.exception("PostFilter plugin %s failed for pod %s", plugin.name, pod.key)
+        return None
 
     def describe(self) -> list[dict[str, Any]]:
         """Enabled plugins with their weights and extension points, for inspection."""

@@ -7,6 +7,7 @@ the protocol's ``Error`` field; malformed input is rejected earlier with HTTP 40
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,11 +16,13 @@ import numpy as np
 from cachetools import LRUCache
 
 from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch
+from app.framework.interfaces import NodeBatch, PreemptionPlugin
+from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import Code, Status
 from app.server.wire import BadRequest
@@ -29,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: Reason for a node the cache does not know (upstream LoadAware's "node not found").
 REASON_NODE_NOT_FOUND = "node not found"
+
+#: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
+Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
 
 
 class ExtenderService:
@@ -46,6 +52,7 @@ class ExtenderService:
         self.source = source
         self.binding = BindingCycle(cache, framework)
         self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
+        self._preemptions: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -98,7 +105,31 @@ class ExtenderService:
 
     # ------------------------------------------------------------------ filter
     def filter(self, args: ExtenderArgs) -> dict[str, Any]:
-        """ExtenderFilterResult for ``args``: passing nodes in request order, failures with reasons."""
+        """ExtenderFilterResult for ``args``: passing nodes in request order, failures with reasons.
+
+        Decides no preemption (:meth:`filter_and_preempt` does)."""
+        return self._filter(args, preempt=False)[0]
+
+    def filter_and_preempt(self, args: ExtenderArgs) -> tuple[dict[str, Any], Preemption | None]:
+        """:meth:`filter`, and when a PreFilter rejected the pod as Unschedulable, the framework's
+        preemption inside the service (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the
+        known candidate nodes. The answer is the same either way (the nodes fail); the preemption
+        returned, if any, is to be started with :meth:`start_preemption` once the answer is on its way."""
+        return self._filter(args, preempt=True)
+
+    def start_preemption(self, preemption: Preemption) -> None:
+        """Run the chosen plugin's ``prepare_candidate`` (evictions, nomination) as a background task on
+        the running event loop (as kube-scheduler's async preemption), kept until it ends.
+
+        Raises:
+            RuntimeError: no event loop is running.
+        """
+        task = asyncio.get_running_loop().create_task(_prepare(preemption))
+        self._preemptions.add(task)
+        task.add_done_callback(self._preemptions.discard)
+
+    def _filter(self, args: ExtenderArgs, *, preempt: bool) -> tuple[dict[str, Any], Preemption | None]:
+        preemption: Preemption | None = None
         names = self.candidate_names(args)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -113,6 +144,10 @@ class ExtenderService:
                 target = unresolvable if pre.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 for name in batch.names:
                     target[name] = pre.message
+                if preempt and pre.code == Code.UNSCHEDULABLE and len(batch):
+                    chosen = self.framework.run_post_filter(state, pod, args.Pod, pre, batch.names)
+                    if chosen is not None:
+                        preemption = (chosen[0], pod, chosen[1])
                 failures: dict[int, Status] = {}
                 passing_pos: list[int] = []
             else:
@@ -129,13 +164,14 @@ class ExtenderService:
                     target[bnames[i]] = status.message
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
-            return {
+            error: dict[str, Any] = {
                 "Nodes": None,
                 "NodeNames": None,
                 "FailedNodes": {},
                 "FailedAndUnresolvableNodes": {},
                 "Error": str(exc),
             }
+            return error, None
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,
@@ -148,7 +184,7 @@ class ExtenderService:
         else:
             items = args.Nodes.items
             result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
-        return result
+        return result, preemption
 
     # ------------------------------------------------------------------ prioritize
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
@@ -166,14 +202,83 @@ class ExtenderService:
 
     # ------------------------------------------------------------------ preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> dict[str, Any]:
-        """ExtenderPreemptionResult: nodes where the pod fits once the allowed victims are gone.
+        """ExtenderPreemptionResult: the nodes whose victims we evaluated and confirm, with those victims.
 
-        Victims are looked up by uid in the cache (unknown victims free nothing but stay listed);
-        PostFilter plugins may narrow them or drop the node; then every filter plugin must pass
-        with the victims removed.
+        kube-scheduler sends, per candidate node, the victims its in-tree plugins chose (as MetaVictims
+        uids with nodeCacheCapable, else as full pods); the answer is always ``NodeNameToMetaVictims``
+        (kube-scheduler's ``convertToVictims`` maps the uids back). A node is left out of the answer
+        (the reason is logged at debug level) when:
+
+        - it is unknown to the cache, or kube-scheduler proposed no victim there;
+        - a victim's uid is unknown to the cache: we cannot judge what removing it frees, and
+          kube-scheduler fails the whole preemption on a uid it does not hold;
+        - the PostFilter plugins drop it (ElasticQuota: no victim its rules allow, or the quota or the
+          node still does not fit);
+        - the plugins narrowed the victims and kube-scheduler's in-tree reason is one we cannot
+          evaluate: the pod fits the node's resources and pod count as it is (so kube-scheduler chose
+          the victims for host ports, anti-affinity, volumes, ...), or the narrowed list leaves the
+          node short (``Too many pods``, ``Insufficient cpu``; :func:`~app.framework.preemption.fit_shortfall`);
+        - no victim is left (kube-scheduler answers an empty list with ``expected at least one victim
+          pod on node``), or the filter plugins still reject the pod with the victims gone.
+
+        ``NumPDBViolations`` is kube-scheduler's count, capped at the number of victims kept (we hold no
+        PodDisruptionBudgets to recount it). Victims keep kube-scheduler's order.
         """
         pod = self.pod_info(args.Pod)
         state = self.framework.new_cycle()
+        candidates = self._preempt_candidates(args)
+        names: list[str] = []
+        removed: list[list[PodInfo]] = []
+        kept: dict[str, tuple[list[str], int]] = {}
+        for node, (uids, pdb) in candidates.items():
+            if node not in self.cache.nodes:
+                _drop(pod, node, "node not found")
+                continue
+            if not uids:
+                _drop(pod, node, "no victims proposed")
+                continue
+            unknown = [u for u in uids if u not in self.cache.pods]
+            if unknown:
+                _drop(pod, node, f"victims unknown to the cache: {unknown}")
+                continue
+            proposed = [self.cache.pods[u] for u in uids]
+            allowed, status = self.framework.run_select_victims(state, pod, node, proposed)
+            if not status.is_success():
+                _drop(pod, node, f"{status.plugin}: {status.message}")
+                continue
+            allowed_uids = {p.uid for p in allowed}
+            keep = [u for u in uids if u in allowed_uids]
+            if not keep:
+                _drop(pod, node, "no victims left")
+                continue
+            gone = [p for p in proposed if p.uid in allowed_uids]
+            if len(keep) < len(uids):
+                why = _outside_reason(self.cache.nodes[node], pod, gone)
+                if why:
+                    _drop(pod, node, f"victims narrowed, {why}")
+                    continue
+            kept[node] = (keep, min(pdb, len(keep)))
+            names.append(node)
+            removed.append(gone)
+        out: dict[str, Any] = {}
+        if names:
+            rows, _ = self.cache.table.rows_of(names)
+            failures = self.framework.run_filters(state, pod, NodeBatch(rows, names, removed))
+            for i, node in enumerate(names):
+                if i in failures:
+                    _drop(pod, node, f"still unschedulable without the victims: {failures[i].message}")
+                    continue
+                uids, pdb = kept[node]
+                out[node] = {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb}
+        return {"NodeNameToMetaVictims": out}
+
+    @staticmethod
+    def _preempt_candidates(args: ExtenderPreemptionArgs) -> dict[str, tuple[list[str], int]]:
+        """Victim uids and PDB-violation count per node, from either wire form (MetaVictims preferred).
+
+        Raises:
+            BadRequest: a victim pod's metadata is malformed (the message names the field).
+        """
         candidates: dict[str, tuple[list[str], int]] = {}
         if args.NodeNameToMetaVictims is not None:
             for node, mv in args.NodeNameToMetaVictims.items():
@@ -182,31 +287,7 @@ class ExtenderService:
             for node, v in args.NodeNameToVictims.items():
                 uids = [_meta_field(p, "uid", f"NodeNameToVictims.{node}.Pods[{i}]") for i, p in enumerate(v.Pods)]
                 candidates[node] = (uids, v.NumPDBViolations)
-        names: list[str] = []
-        removed: list[list[PodInfo]] = []
-        kept: dict[str, tuple[list[str], int]] = {}
-        for node, (uids, pdb) in candidates.items():
-            if node not in self.cache.nodes:
-                continue
-            known = [self.cache.pods[u] for u in uids if u in self.cache.pods]
-            allowed, status = self.framework.run_select_victims(state, pod, node, known)
-            if not status.is_success():
-                continue
-            allowed_uids = {p.uid for p in allowed}
-            unknown = [u for u in uids if u not in self.cache.pods]
-            kept[node] = ([u for u in uids if u in allowed_uids] + unknown, pdb)
-            names.append(node)
-            removed.append(allowed)
-        out: dict[str, Any] = {}
-        if names:
-            rows, _ = self.cache.table.rows_of(names)
-            failures = self.framework.run_filters(state, pod, NodeBatch(rows, names, removed))
-            for i, node in enumerate(names):
-                if i in failures:
-                    continue
-                uids, pdb = kept[node]
-                out[node] = {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb}
-        return {"NodeNameToMetaVictims": out}
+        return candidates
 
     # ------------------------------------------------------------------ bind
     async def bind(
@@ -295,6 +376,31 @@ def _meta_field(obj: dict[str, Any], key: str, path: str) -> str:
     if not isinstance(value, str):
         raise BadRequest(f"{path}.metadata.{key}: expected a string, got {type(value).__name__}")
     return value
+
+
+async def _prepare(preemption: Preemption) -> None:
+    """Run ``prepare_candidate``; a plugin bug is logged, never left in an unawaited task."""
+    plugin, pod, candidate = preemption
+    try:
+        await plugin.prepare_candidate(pod, candidate)
+    except Exception:  # a plugin bug must not vanish silently
+        log.exception("preemption by %s for pod %s on node %s failed", plugin.name, pod.key, candidate.node)
+
+
+def _outside_reason(node: NodeState, pod: PodInfo, kept: list[PodInfo]) -> str:
+    """Why a victim list narrowed to ``kept`` cannot be confirmed on ``node`` ("" when it can): the
+    node's in-tree failure is not one of resources or pod count, or ``kept`` does not cure it."""
+    if not fit_shortfall(node, pod, []):
+        return "but the pod fits the node's resources as it is: kube-scheduler's reason is outside our plugins"
+    short = fit_shortfall(node, pod, kept)
+    if short:
+        return f"but the node stays short without them: {', '.join(short)}"
+    return ""
+
+
+def _drop(pod: PodInfo, node: str, why: str) -> None:
+    """Log why ``node`` is left out of the preempt answer for ``pod``."""
+    log.debug("preempt %s: node %s left out: %s", pod.key, node, why)
 
 
 def _verdict(status: Status) -> dict[str, str]:

@@ -38,7 +38,10 @@ async def _serve(
 
 async def _filter(state: ServiceState, body: bytes, request: Request) -> Any:
     args = decode(body, ExtenderArgs)
-    return state.extender.filter(args)
+    result, preemption = state.extender.filter_and_preempt(args)
+    if preemption is not None:
+        state.extender.start_preemption(preemption)
+    return result
 
 
 async def _prioritize(state: ServiceState, body: bytes, request: Request) -> Any:

@@ -114,10 +114,19 @@ def test_preempt_keeps_only_same_quota_lower_priority_victims(quota_server: Live
     assert c.post("/preempt", json=_preempt(low, ["uid-a-run-1"])).json()["NodeNameToMetaVictims"] == {}
 
 
-def test_preempt_reprieves_victims_not_needed(quota_server: LiveServer) -> None:
-    preemptor = pod("a-small", "1", namespace="team-a", quota_name="team-a", priority=100)
-    r = quota_server.client.post("/preempt", json=_preempt(preemptor, ["uid-a-run-1", "uid-a-run-2"]))
-    # used 6 - 3 + 1 = 4 <= runtime 4: the older (more important) pod is reprieved.
+def test_preempt_reprieves_victims_not_needed(tmp_path: Path) -> None:
+    # n1 is full enough that the pod fails in-tree (1 cpu free, 2 wanted), as when kube-scheduler calls /preempt
+    objs: list[dict[str, Any]] = [
+        node("n1", "7"),
+        quota("team-a", {"cpu": "4"}, MAX),
+        pod("a-run-1", "3", namespace="team-a", quota_name="team-a", node="n1", start="2026-01-01T00:00:00Z"),
+        pod("a-run-2", "3", namespace="team-a", quota_name="team-a", node="n1", start="2026-01-02T00:00:00Z"),
+    ]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(objs))
+    preemptor = pod("a-small", "2", namespace="team-a", quota_name="team-a", priority=100)
+    with LiveServer(FileSource(tmp_path, poll_interval=0)) as srv:
+        r = srv.client.post("/preempt", json=_preempt(preemptor, ["uid-a-run-1", "uid-a-run-2"]))
+    # runtime 6: used 6 - 3 + 2 = 5 fits and the node has 4 free: the older (more important) pod is reprieved.
     assert r.json()["NodeNameToMetaVictims"] == {"n1": {"Pods": [{"UID": "uid-a-run-2"}], "NumPDBViolations": 0}}
 
 

@@ -55,8 +55,8 @@ def test_wire_samples_are_accepted_as_is(fake_node_server: LiveServer) -> None:
 
     r = c.post("/preempt", json=wire("preempt.json"))
     assert r.status_code == 200
-    victims = r.json()["NodeNameToMetaVictims"]
-    assert victims == wire("preempt.response.json")["NodeNameToMetaVictims"]
+    # this cluster holds none of the sample's victims: none is confirmed (tests/server/test_preempt_http.py)
+    assert r.json() == {"NodeNameToMetaVictims": {}}
 
 
 def test_unknown_nodes_fail_with_reason(fake_node_server: LiveServer) -> None:
@@ -65,14 +65,6 @@ def test_unknown_nodes_fail_with_reason(fake_node_server: LiveServer) -> None:
     r = fake_node_server.client.post("/filter", json=body)
     assert r.json()["NodeNames"] == ["fake-node-1"]
     assert r.json()["FailedNodes"] == {"ghost": "node not found"}
-
-
-def test_preempt_drops_unknown_nodes(fake_node_server: LiveServer) -> None:
-    body = wire("preempt.json")
-    body["NodeNameToMetaVictims"]["ghost"] = {"Pods": [{"UID": "x"}], "NumPDBViolations": 0}
-    r = fake_node_server.client.post("/preempt", json=body)
-    assert "ghost" not in r.json()["NodeNameToMetaVictims"]
-    assert set(r.json()["NodeNameToMetaVictims"]) == {"fake-node-1", "fake-node-2", "fake-node-3"}
 
 
 BAD_BODIES: list[tuple[str, str, bytes, str]] = [

@@ -36,6 +36,7 @@ _FIELDS = {
     "enableQueueHint",
     "quotaSnapshotUpdateInterval",
     "hookPlugins",
+    "enablePreemption",
 }
 
 
@@ -53,6 +54,10 @@ class ElasticQuotaArgs:
         enable_runtime_quota: compare against runtime (else against max).
         enable_min_quota_scale: scale children's min down when their sum exceeds the parent's total.
         disable_default_quota_preemption: pods of the default quota are never preemption victims.
+        enable_preemption: koordinator-py's stand-in for listing ElasticQuota under the profile's
+            ``postFilter`` plugins (as upstream's shipped scheduler-config.yaml does, so on by default): a
+            pod ElasticQuota's PreFilter rejects for its quota preempts lower-priority pods of that quota
+            inside the service (:meth:`~app.plugins.elasticquota.plugin.ElasticQuota.select_candidates`).
     """
 
     delay_evict_time: float = DEFAULT_DELAY_EVICT_TIME
@@ -65,6 +70,7 @@ class ElasticQuotaArgs:
     enable_runtime_quota: bool = True
     enable_min_quota_scale: bool = True
     disable_default_quota_preemption: bool = True
+    enable_preemption: bool = True
 
 
 def _bool(raw: dict[str, Any], key: str, default: bool) -> bool:
@@ -120,6 +126,7 @@ def decode_args(raw: dict[str, Any]) -> ElasticQuotaArgs:
     args.enable_runtime_quota = _bool(raw, "enableRuntimeQuota", True)
     args.enable_min_quota_scale = _bool(raw, "enableMinQuotaScale", True)
     args.disable_default_quota_preemption = _bool(raw, "disableDefaultQuotaPreemption", True)
+    args.enable_preemption = _bool(raw, "enablePreemption", True)
     for key, values in (
         ("defaultQuotaGroupMax", args.default_quota_group_max),
         ("systemQuotaGroupMax", args.system_quota_group_max),

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.timeparse import parse_time
 from app.cache.podinfo import PodInfo
+from app.framework.preemption import pod_start_time
 
 
 def start_time(pod: PodInfo, obj: dict[str, Any] | None, now: float) -> float:
     """``GetPodStartTime``: ``status.startTime`` (epoch seconds), else the PodScheduled time, else ``now``."""
-    raw = ((obj or {}).get("status") or {}).get("startTime")
-    if isinstance(raw, str) and raw:
-        try:
-            return parse_time(raw)
-        except ValueError:
-            pass
-    return pod.scheduled_time if pod.scheduled_time is not None else now
+    return pod_start_time(pod, obj, now)
 
 
 def importance_key(pod: PodInfo, obj: dict[str, Any] | None, now: float) -> tuple[int, float]:

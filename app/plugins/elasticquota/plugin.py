@@ -8,7 +8,15 @@
   used: ..., pod's request: ..., exceedDimensions: [...]``).
 - Reserve/Unreserve need no code: the cache's assume/forget delivers the pod bound/unbound to
   the listener, which moves it into/out of ``used``.
-- PostFilter (``/preempt``): :mod:`app.plugins.elasticquota.preempt`.
+- PostFilter (``/preempt``): :mod:`app.plugins.elasticquota.preempt` narrows kube-scheduler's victims.
+- PostFilter inside the service (``enablePreemption``, on by default as upstream lists ElasticQuota under
+  ``postFilter``): kube-scheduler never calls ``/preempt`` for a pod that fits in-tree and fails only
+  our quota check (its dry run runs in-tree filters only and keeps only nodes with victims), so when
+  PreFilter rejects a pod for its quota's runtime, ``/filter`` runs upstream's ElasticQuota preemption
+  here: victims of the same quota with lower priority (:meth:`ElasticQuota.select_candidates`), evicted
+  through ``handle.client.evict`` (the Eviction API; a PodDisruptionBudget's 429 is logged, never
+  turned into a delete) and ``status.nominatedNodeName`` set when the client can patch. The filter
+  still answers the node failed; the pod is retried and fits once the victims are gone.
 - Background: the status writer, and the over-use revoke loop (:mod:`app.plugins.elasticquota.revoke`),
   only with ``monitorAllQuotas: true`` as upstream; evictions go through ``handle.client.evict``
   (recorded, not executed, by the file source), at most :data:`MAX_EVICTIONS_PER_CYCLE` per cycle.
@@ -31,14 +39,29 @@ from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
-from app.client.errors import ApiError, NotFound
+from app.client.errors import ApiError, MethodNotAllowed, NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
-from app.framework.interfaces import BackgroundPlugin, PostFilterPlugin, PreFilterPlugin, ServiceProvider
+from app.framework.interfaces import (
+    BackgroundPlugin,
+    PostFilterPlugin,
+    PreemptionPlugin,
+    PreFilterPlugin,
+    ServiceProvider,
+)
+from app.framework.preemption import Candidate
 from app.framework.status import SUCCESS, Status
 from app.plugins.elasticquota.args import ElasticQuotaArgs, decode_args
 from app.plugins.elasticquota.manager import QuotaManager
-from app.plugins.elasticquota.preempt import select_victims
+from app.plugins.elasticquota.preempt import (
+    PENDING_TIMEOUT,
+    PendingPreemption,
+    is_terminating,
+    not_eligible_reason,
+    quota_candidates,
+    select_victims,
+    still_pending,
+)
 from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask, print_resource_list
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
@@ -51,9 +74,14 @@ NAME = "ElasticQuota"
 MAX_EVICTIONS_PER_CYCLE = 10
 #: Recent evictions kept for the ``evictions`` REST view.
 RECENT_EVICTIONS = 100
+#: CycleState key PreFilter writes (the quota's name) when the pod exceeds its own quota's runtime: the
+#: one rejection preempting pods of that quota can cure.
+STATE_QUOTA_EXCEEDED = f"{NAME}/quotaExceeded"
 
 
-class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundPlugin, ServiceProvider):
+class ElasticQuota(
+    CacheListener, PreFilterPlugin, PostFilterPlugin, PreemptionPlugin, BackgroundPlugin, ServiceProvider
+):
     """Quota admission at PreFilter, quota-aware preemption and over-use revoke. See the module docstring."""
 
     #: Upstream's plugin name (the Go package's ``Name``): the registry key and what ``name`` answers.
@@ -67,6 +95,8 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         self.revoker = RevokeController(args.delay_evict_time)
         self.evictions: deque[dict[str, Any]] = deque(maxlen=RECENT_EVICTIONS)
         self._evicted: set[str] = set()
+        #: preemptions under way, by preemptor uid (dropped after PENDING_TIMEOUT)
+        self.preempting: dict[str, PendingPreemption] = {}
         handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
@@ -79,6 +109,8 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         pod = new if new is not None else old
         if pod is not None:
             self.manager.set_pod(pod.uid or pod.key, new)
+            if self.preempting and (new is None or new.node_name):
+                self.preempting.pop(pod.uid, None)  # the preemptor is bound or gone: its preemption is over
 
     def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
         """Record an ElasticQuota change (the tree is rebuilt on the next read)."""
@@ -107,6 +139,7 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
         pod_req = mask(pod.requests, info.max)
         ok, exceeded = less_equal(add(pod_req, info.used), limit)
         if not ok:
+            state.write(STATE_QUOTA_EXCEEDED, quota_name)
             return Status.unschedulable(
                 f"Insufficient quotas, quotaName: {quota_name}, runtime: {print_resource_list(limit)}, "
                 f"used: {print_resource_list(info.used)}, pod's request: {print_resource_list(pod_req)}, "
@@ -149,9 +182,16 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
     def select_victims(
         self, state: CycleState, pod: PodInfo, node: str, victims: list[PodInfo]
     ) -> tuple[list[PodInfo], Status]:
-        """Keep only victims quota rules allow and drop nodes where they would not make room."""
+        """Keep only victims quota rules allow and drop nodes where they would not make room.
+
+        Every node is dropped while a preemption of ours for the pod is under way (decided by ``/filter``
+        in this scheduling cycle or an earlier one, its victims not gone yet): kube-scheduler's own
+        preemption must not evict a second set of victims for it."""
         if not self.manager.active:
             return victims, SUCCESS
+        pending = self.preempting.get(pod.uid)
+        if pending is not None and still_pending(pending, self.handle.snapshot, state.now):
+            return [], Status.unschedulable(f"preemption for pod {pod.name} already under way on node {pending.node}")
         return select_victims(
             self.manager,
             self.handle.snapshot,
@@ -161,6 +201,85 @@ class ElasticQuota(CacheListener, PreFilterPlugin, PostFilterPlugin, BackgroundP
             victims,
             state.now,
         )
+
+    # ------------------------------------------------------------------ preemption inside the service
+    def select_candidates(
+        self, state: CycleState, pod: PodInfo, pod_obj: dict[str, Any], status: Status, nodes: list[str]
+    ) -> list[Candidate]:
+        """Upstream ElasticQuota PostFilter's candidates (``preemption.Evaluator`` over its
+        ``SelectVictimsOnNode``, pkg/scheduler/plugins/elasticquota/preempt.go) among ``nodes``.
+
+        Only for this plugin's own rejection of the pod's quota runtime (not the non-preemptible min
+        check, which evicting preemptible pods cannot cure) and with ``enablePreemption``. The pod must be
+        eligible (:func:`~app.plugins.elasticquota.preempt.not_eligible_reason`); victims are pods of its
+        quota with a lower priority, not labelled ``preemptible: "false"``, and not in the default quota
+        when ``disableDefaultQuotaPreemption`` (:func:`~app.plugins.elasticquota.preempt.can_preempt`).
+        With ``enableCheckParentQuota`` the ancestors are not re-checked (neither does upstream's reprieve).
+        """
+        quota_name = state.get(STATE_QUOTA_EXCEEDED)
+        if not self.args.enable_preemption or status.plugin != self.name or not isinstance(quota_name, str):
+            return []
+        now = state.now
+        for uid in [u for u, p in self.preempting.items() if now - p.started >= PENDING_TIMEOUT]:
+            del self.preempting[uid]
+        snapshot = self.handle.snapshot
+        why = not_eligible_reason(self.manager, snapshot, pod, pod_obj, self.preempting.get(pod.uid), now)
+        if why:
+            log.debug("pod %s does not preempt: %s", pod.key, why)
+            return []
+        return quota_candidates(
+            self.manager, snapshot, self.args.disable_default_quota_preemption, pod, quota_name, nodes, now
+        )
+
+    def nominate(self, state: CycleState, pod: PodInfo, candidate: Candidate) -> None:
+        """Record the preemption as under way (the pod does not preempt again while its victims remain)."""
+        self.preempting[pod.uid] = PendingPreemption(candidate.node, tuple(v.uid for v in candidate.victims), state.now)
+
+    async def prepare_candidate(self, pod: PodInfo, candidate: Candidate) -> None:
+        """Upstream ``prepareCandidate``: evict each victim (``handle.client.evict``, skipping pods already
+        terminating), then patch the preemptor's ``status.nominatedNodeName``. An eviction refused
+        (a PodDisruptionBudget's 429, a gone pod, ...) is logged and recorded in the ``evictions`` view,
+        never retried as a delete; the node is then not nominated and the preemption record dropped, so
+        the pod's next attempt chooses again. A client that cannot patch pods leaves the nomination out.
+        Never raises."""
+        client = self.handle.client
+        quota = self.manager.quota_name_of(pod.labels, pod.namespace)
+        reason = f"preempted by {pod.namespace}/{pod.name} on node {candidate.node} (quota {quota})"
+        failed = False
+        for victim in candidate.victims:
+            if is_terminating(self.handle.snapshot.pod_object(victim.uid)):
+                continue
+            record = {
+                "time": format_time(self.handle.now()),
+                "quota": quota,
+                "namespace": victim.namespace,
+                "name": victim.name,
+                "uid": victim.uid,
+                "reason": reason,
+                "error": "",
+            }
+            try:
+                await client.evict(victim.namespace, victim.name, victim.uid, reason)
+            except ApiError as exc:
+                failed = True
+                record["error"] = str(exc)
+                log.warning("preemption: could not evict %s/%s: %s", victim.namespace, victim.name, exc)
+            self.evictions.append(record)
+        if failed:
+            self.preempting.pop(pod.uid, None)
+            return
+        try:
+            await client.patch(
+                "Pod",
+                pod.name,
+                {"status": {"nominatedNodeName": candidate.node}},
+                namespace=pod.namespace,
+                subresource="status",
+            )
+        except MethodNotAllowed:
+            log.info("preemption: the API client cannot patch pods; %s is not nominated", pod.key)
+        except ApiError as exc:
+            log.warning("preemption: could not nominate %s for %s: %s", candidate.node, pod.key, exc)
 
     # ------------------------------------------------------------------ revoke
     async def run_background(self) -> None:
