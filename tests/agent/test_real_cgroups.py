@@ -151,7 +151,10 @@ def test_be_cpu_falls_to_the_cfs_quota_target_when_ls_load_rises_and_recovers(
         pod("ls", "ls-0001", "LS", "ls1c", LS_RESOURCES, "Burstable"),
     )
     be_qos = f"{cgtree.kubepods}/besteffort"
-    cgtree.start(f"{be_dir}/be1c", BUSY)
+    # As many BE busy loops as cores, so the quota, not one thread's single core, is what bounds BE cpu
+    # (with one loop, a quota above one core left BE at 1.0 core busy or not, and "recovers" was a coin toss).
+    for _ in range(cores):
+        cgtree.start(f"{be_dir}/be1c", BUSY)
     agent = make_agent(cgtree, cluster, tmp_path)
     with Running(agent):
         time.sleep(6 * INTERVAL)  # ramp up from the first round's floor
