@@ -2,7 +2,10 @@
 
 Node list columns: ``sn, cpu_milli, memory_mib, gpu, model``; pod list columns: ``name, cpu_milli,
 memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time,
-scheduled_time`` (only the first eight plus the two times are used). Units are the trace's:
+scheduled_time`` (only the first eight plus the two times are used). ``gpu_spec`` and ``qos`` may be
+absent, as in the ``openb_pod_list_multigpu*`` lists (``name, cpu_milli, memory_mib, num_gpu,
+gpu_milli`` only): no GPU model constraint and no QoS, and such a list has no times either, so
+only the static protocol replays it. Units are the trace's:
 cpu in milli-cores, memory in MiB, GPU in milli-GPUs per GPU (``gpu_milli`` 1..1000 applies to
 each of ``num_gpu`` GPUs), times in seconds. Every problem raises :class:`SimInputError` naming
 the file, the line and the field.
@@ -17,8 +20,16 @@ from pathlib import Path
 from app.sim.errors import SimInputError
 
 NODE_COLUMNS: tuple[str, ...] = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-POD_COLUMNS: tuple[str, ...] = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos")
+POD_COLUMNS: tuple[str, ...] = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+#: Pod columns that may be absent (the multigpu lists): no model constraint, no QoS when missing.
+OPTIONAL_POD_COLUMNS: tuple[str, ...] = ("gpu_spec", "qos")
 TIME_COLUMNS: tuple[str, ...] = ("creation_time", "deletion_time")
+
+#: Why timed mode refuses a pod list without times (the multigpu lists have none).
+TIMED_NEEDS = (
+    "timed mode replays creation_time and deletion_time, which this pod list does not have "
+    "(use --mode static: it needs only name, cpu_milli, memory_mib, num_gpu, gpu_milli)"
+)
 
 #: GPUs per node and per pod are bounded as in the trace (8-GPU servers).
 MAX_GPUS = 8
@@ -66,12 +77,17 @@ class TracePod:
         return self.num_gpu * self.gpu_milli
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def _rows(
+    path: Path, required: tuple[str, ...], why: dict[str, str] | None = None
+) -> list[tuple[int, dict[str, str]]]:
     """(line, row) pairs of a CSV file that has every ``required`` column.
+
+    ``why`` maps a column to why it is needed; the message ends with the reasons of the missing ones.
 
     Raises:
         SimInputError: unreadable file, empty file, or a missing column.
     """
+    reasons = why or {}
     try:
         with path.open(newline="") as f:
             reader = csv.DictReader(f)
@@ -83,6 +99,7 @@ def _rows(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, st
                 raise SimInputError(
                     f"{path}:1: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                     f"(header: {', '.join(header)})"
+                    + "".join(f"; {text}" for text in dict.fromkeys(reasons[c] for c in missing if c in reasons))
                 )
             return [(reader.line_num, row) for row in reader]
     except OSError as exc:
@@ -163,8 +180,12 @@ def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = Fa
     """Read a pod list (``openb_pod_list_*.csv``); ``known_models`` are the node list's GPU models.
 
     Args:
-        need_times: require ``creation_time`` (timed mode); ``deletion_time`` may be empty
-            (the pod never leaves).
+        need_times: require ``creation_time`` and ``deletion_time`` columns (timed mode); a
+            ``deletion_time`` may be empty (the pod never leaves). Without them (the multigpu
+            lists) the message says that timed mode needs them and static mode takes the list.
+
+    ``gpu_spec`` and ``qos`` are optional columns: absent, a pod has no model constraint
+    (``gpu_models`` None) and no QoS (``qos`` "", no QoS label).
 
     Raises:
         SimInputError: missing columns, non-integer or negative numbers, ``num_gpu`` above 8,
@@ -176,7 +197,7 @@ def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = Fa
     required = POD_COLUMNS + (TIME_COLUMNS if need_times else ())
     out: list[TracePod] = []
     seen: set[str] = set()
-    for line, row in _rows(path, required):
+    for line, row in _rows(path, required, dict.fromkeys(TIME_COLUMNS, TIMED_NEEDS)):
         name = _unique_name(path, line, row, "name", "pod", seen)
         num_gpu = _req_int(path, line, row, "num_gpu")
         gpu_milli = _req_int(path, line, row, "gpu_milli")

@@ -48,9 +48,9 @@ def test_bad_inputs_exit_2_naming_file_line_field(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods)])
     assert result.exit_code == 2
     assert "pods.csv:2: field gpu_spec: unknown GPU model 'A100' (node models: P100)" in result.output.replace("\n", "")
-    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos\np0,1000,1024,1,500,LS\n")
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_spec,qos\np0,1000,1024,1,,LS\n")
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods)])
-    assert result.exit_code == 2 and "missing column gpu_spec" in result.output
+    assert result.exit_code == 2 and "missing column gpu_milli" in result.output
     pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\np0,1000,1024,1,500,,LS\n")
     result = runner.invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--policy", "Greedy"])
     assert result.exit_code == 2 and "unknown policy 'Greedy'" in result.output

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from app.sim.errors import SimInputError
+from app.sim.objects import LABEL_POD_QOS, pod_object
 from app.sim.trace import load_nodes, load_pods
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
@@ -41,7 +42,7 @@ def test_bad_node_lists(tmp_path: Path, name: str, text: str, expected: str) -> 
 
 
 POD_CASES: list[tuple[str, str, str]] = [
-    ("missing columns", "name,cpu_milli\np0,1\n", ":1: missing columns memory_mib, num_gpu, gpu_milli, gpu_spec, qos"),
+    ("missing columns", "name,cpu_milli\np0,1\n", ":1: missing columns memory_mib, num_gpu, gpu_milli (header"),
     ("negative memory", POD_HEADER + "p0,6000,-1,1,460,,LS,Running,10,20,10\n", ":2: field memory_mib: must be a non"),
     ("negative gpu_milli", POD_HEADER + "p0,6000,1,1,-5,,LS,Running,10,20,10\n", ":2: field gpu_milli: must be a"),
     ("unknown model", POD_HEADER + GOOD_POD + "p1,1,1,1,500,V100M16|H100,LS,R,1,2,1\n", ":3: field gpu_spec: unknown"),
@@ -87,3 +88,41 @@ def test_good_lists_parse(tmp_path: Path) -> None:
     p0, p1 = load_pods(pods, {"P100", "V100M16"})
     assert (p0.num_gpu, p0.gpu_milli, p0.gpu_models, p0.gpu_total_milli) == (1, 460, None, 460)
     assert (p1.gpu_models, p1.gpu_total_milli, p1.deletion_time, p1.line) == (("P100", "V100M16"), 8000, None, 3)
+
+
+MULTIGPU_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"  # the openb_pod_list_multigpu* shape
+
+
+def test_multigpu_shape_loads_without_model_or_qos(tmp_path: Path) -> None:
+    pods = tmp_path / "multigpu.csv"
+    pods.write_text(MULTIGPU_HEADER + "p0,12000,16384,1,1000\np1,6000,12288,1,460\np2,88000,327680,4,1000\n")
+    p0, p1, p2 = load_pods(pods, {"P100"})
+    assert [(p.num_gpu, p.gpu_milli, p.gpu_models, p.qos) for p in (p0, p1, p2)] == [
+        (1, 1000, None, ""),
+        (1, 460, None, ""),
+        (4, 1000, None, ""),
+    ]
+    assert (p2.creation_time, p2.deletion_time, p2.line) == (None, None, 4)
+    # the object the sim writes: no QoS label, no model affinity
+    obj = pod_object(p1, "p1", "uid-1")
+    assert LABEL_POD_QOS not in (obj["metadata"].get("labels") or {})
+    assert "affinity" not in obj["spec"]
+
+
+def test_multigpu_shape_is_still_validated(tmp_path: Path) -> None:
+    pods = tmp_path / "multigpu.csv"
+    pods.write_text(MULTIGPU_HEADER + "p0,12000,16384,2,500\n")
+    with pytest.raises(SimInputError, match=r"multigpu.csv:2: field gpu_milli: a pod of 2 GPUs takes whole"):
+        load_pods(pods, set())
+
+
+def test_timed_mode_refuses_a_list_without_times(tmp_path: Path) -> None:
+    pods = tmp_path / "multigpu.csv"
+    pods.write_text(MULTIGPU_HEADER + "p0,12000,16384,1,1000\n")
+    with pytest.raises(SimInputError) as err:
+        load_pods(pods, set(), need_times=True)
+    message = str(err.value)
+    assert message.startswith(f"{pods}:1: missing columns creation_time, deletion_time (header: name, cpu_milli")
+    assert "timed mode replays creation_time and deletion_time" in message
+    assert "use --mode static" in message
+    assert "gpu_spec" not in message.split("(header")[0]  # the optional columns are not demanded
