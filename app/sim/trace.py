@@ -77,9 +77,7 @@ class TracePod:
         return self.num_gpu * self.gpu_milli
 
 
-def _rows(
-    path: Path, required: tuple[str, ...], why: dict[str, str] | None = None
-) -> list[tuple[int, dict[str, str]]]:
+def _rows(path: Path, required: tuple[str, ...], why: dict[str, str] | None = None) -> list[tuple[int, dict[str, str]]]:
     """(line, row) pairs of a CSV file that has every ``required`` column.
 
     ``why`` maps a column to why it is needed; the message ends with the reasons of the missing ones.
