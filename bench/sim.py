@@ -6,7 +6,8 @@ What it measures
     time goes per verb: ``client_s`` (waiting on the HTTP call, client side) against ``server_s``
     (inside the handler, from the service's latency histogram); the difference is HTTP, ASGI and
     client overhead. ``other_s`` is the rest of the loop (pod creation in the source, node fit,
-    metrics). With ``--profile`` it adds the top functions by own time, client and server thread.
+    metrics). With ``--profile`` it adds the top functions by own time, client and server thread
+    (``--profile-dump PREFIX`` also writes both profiles for ``python -m pstats``).
 
 Target (issue #3): the default trace at inflate 1.3, one seed, <= 90 s wall per policy on one core.
 
@@ -71,6 +72,9 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         if args.profile:
             client_prof.disable()
             service.read(server_prof.disable)
+            if args.profile_dump:
+                client_prof.dump_stats(f"{args.profile_dump}-{policy_name}-client.prof")
+                server_prof.dump_stats(f"{args.profile_dump}-{policy_name}-server.prof")
     verbs = {
         v: {"client_s": round(result.client_seconds[v], 2), "server_s": round(result.server_seconds[v], 2)}
         for v in result.client_seconds
@@ -102,6 +106,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N arrivals (0: all)")
     parser.add_argument("--tie-break", choices=("order", "name", "random"), help="default: order (static)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-dump", metavar="PREFIX", help="with --profile: PREFIX-<policy>-{client,server}.prof")
     args = parser.parse_args()
     runs = [bench(p, args) for p in args.policy or list(POLICIES)]
     sys.stdout.write(orjson.dumps({"runs": runs}, option=orjson.OPT_INDENT_2).decode() + "\n")

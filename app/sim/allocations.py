@@ -67,17 +67,9 @@ def _device_slots(device: dict[str, Any]) -> dict[int, bool]:
     return out
 
 
-def read_gpu_usage(cache: ClusterCache, rows: dict[str, int]) -> GpuUsage:
-    """Per-slot usage over the nodes ``rows`` (name -> row) from the bound pods' annotations.
-
-    Checks, each failure becoming one line of ``problems``: an annotation is valid JSON with
-    integer minors of a healthy GPU of the node's Device, each slot's use stays within 1000 milli,
-    and each pod's annotated gpu-core adds up to what it requested. Call it on the server's loop.
-    """
-    n = len(rows)
-    used = np.zeros((n, MAX_GPUS), dtype=np.int64)
-    exists = np.zeros((n, MAX_GPUS), dtype=bool)
-    usage = GpuUsage(used, exists)
+def _device_exists(cache: ClusterCache, rows: dict[str, int]) -> npt.NDArray[np.bool_]:
+    """(N, 8) bool: the minor is a healthy GPU of the node's Device."""
+    exists = np.zeros((len(rows), MAX_GPUS), dtype=bool)
     for name, device in cache.objects.get("Device", {}).items():
         row = rows.get(name)
         if row is None:
@@ -85,28 +77,120 @@ def read_gpu_usage(cache: ClusterCache, rows: dict[str, int]) -> GpuUsage:
         for minor, healthy in _device_slots(device).items():
             if 0 <= minor < MAX_GPUS:
                 exists[row, minor] = healthy
-    for uid, pod in cache.pods.items():
-        row = rows.get(pod.node_name) if pod.node_name else None
-        percent = _pod_gpu_percent(pod.requests)
-        if row is None or percent == 0 or pod.terminated:
+    return exists
+
+
+#: One bound GPU pod's share of the slots: (row, minor, milli) triples, or None (no annotation).
+PodSlots = list[tuple[int, int, int]] | None
+
+
+def _pod_slots(
+    cache: ClusterCache, uid: str, rows: dict[str, int], exists: npt.NDArray[np.bool_], problems: list[str]
+) -> tuple[bool, PodSlots]:
+    """(counts, slots) of the pod ``uid`` in the cache: ``counts`` False for a pod the GPU usage
+    ignores (unknown, not bound to a node of ``rows``, no GPU, terminated); ``slots`` None when a
+    counted pod has no device-allocated annotation. Problems are appended to ``problems``."""
+    pod = cache.pods.get(uid)
+    if pod is None:
+        return False, None
+    row = rows.get(pod.node_name) if pod.node_name else None
+    percent = _pod_gpu_percent(pod.requests)
+    if row is None or percent == 0 or pod.terminated:
+        return False, None
+    obj = cache.pod_objects.get(uid) or {}
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DEVICE_ALLOCATED)
+    if raw is None:
+        raw = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
+    if raw is None:
+        return True, None
+    return True, _annotation_slots(problems, pod.key, pod.node_name, row, exists, raw, percent)
+
+
+def read_gpu_usage(cache: ClusterCache, rows: dict[str, int]) -> GpuUsage:
+    """Per-slot usage over the nodes ``rows`` (name -> row) from the bound pods' annotations.
+
+    Checks, each failure becoming one line of ``problems``: an annotation is valid JSON with
+    integer minors of a healthy GPU of the node's Device, each slot's use stays within 1000 milli,
+    and each pod's annotated gpu-core adds up to what it requested. Call it on the server's loop.
+    """
+    exists = _device_exists(cache, rows)
+    usage = GpuUsage(np.zeros((len(rows), MAX_GPUS), dtype=np.int64), exists)
+    for uid in cache.pods:
+        counts, slots = _pod_slots(cache, uid, rows, exists, usage.problems)
+        if not counts:
             continue
-        obj = cache.pod_objects.get(uid) or {}
-        raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DEVICE_ALLOCATED)
-        if raw is None:
-            raw = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
-        if raw is None:
+        if slots is None:
             usage.unannotated_pods += 1
             continue
         usage.annotated_pods += 1
-        _account_annotation(usage, pod.key, pod.node_name, row, raw, percent)
-    over = np.argwhere(used > MILLI_PER_GPU)
+        for row, minor, milli in slots:
+            usage.used_milli[row, minor] += milli
+    over = np.argwhere(usage.used_milli > MILLI_PER_GPU)
     names = {r: nm for nm, r in rows.items()}
     for r, minor in over.tolist():
-        usage.problems.append(f"node {names[r]} GPU {minor}: {used[r, minor]} milli allocated, above 1000")
+        usage.problems.append(f"node {names[r]} GPU {minor}: {usage.used_milli[r, minor]} milli allocated, above 1000")
     return usage
 
 
-def _account_annotation(usage: GpuUsage, key: str, node: str, row: int, raw: str, percent: int) -> None:
+class GpuUsageTracker:
+    """:func:`read_gpu_usage`'s per-slot use, kept up to date pod by pod instead of re-read whole.
+
+    The fragmentation metric needs the slots' use after hundreds of arrivals; re-reading every
+    bound pod's annotation each time costs O(pods) per sample. The tracker reads only the pods the
+    caller names as changed (bound or deleted since the last :meth:`update`) and keeps each pod's
+    share, so a sample costs O(changes). It counts exactly the pods :func:`read_gpu_usage` counts
+    (a pod's annotation is written once, at bind), so :meth:`update` returns the same ``used_milli``,
+    ``exists`` and pod counts; its ``problems`` cover the changed pods only (the end-of-run
+    :func:`check_allocations` still reads everything).
+
+    Args:
+        rows: node name -> row (N nodes).
+    """
+
+    def __init__(self, rows: dict[str, int]) -> None:
+        self.rows = rows
+        self._exists: npt.NDArray[np.bool_] | None = None
+        self._used = np.zeros((len(rows), MAX_GPUS), dtype=np.int64)
+        self._slots: dict[str, PodSlots] = {}  # counted pod uid -> its slots (None: unannotated)
+        self._unannotated = 0
+
+    def update(self, cache: ClusterCache, changed: list[str]) -> GpuUsage:
+        """Re-read the pods ``changed`` (uids bound or deleted since the last call) and return the
+        usage now. Call it on the server's loop."""
+        if self._exists is None:
+            self._exists = _device_exists(cache, self.rows)
+        problems: list[str] = []
+        for uid in changed:
+            old = self._slots.pop(uid, None) if uid in self._slots else False
+            if old is None:
+                self._unannotated -= 1
+            elif old:
+                for row, minor, milli in old:
+                    self._used[row, minor] -= milli
+            counts, slots = _pod_slots(cache, uid, self.rows, self._exists, problems)
+            if not counts:
+                continue
+            self._slots[uid] = slots
+            if slots is None:
+                self._unannotated += 1
+                continue
+            for row, minor, milli in slots:
+                self._used[row, minor] += milli
+        return GpuUsage(
+            self._used.copy(),
+            self._exists.copy(),
+            problems,
+            annotated_pods=len(self._slots) - self._unannotated,
+            unannotated_pods=self._unannotated,
+        )
+
+
+def _annotation_slots(
+    problems: list[str], key: str, node: str, row: int, exists: npt.NDArray[np.bool_], raw: str, percent: int
+) -> list[tuple[int, int, int]]:
+    """The (row, minor, milli) slots of one pod's device-allocated annotation ``raw``; what is
+    wrong with it is appended to ``problems`` (a malformed annotation gives no slots)."""
+    slots: list[tuple[int, int, int]] = []
     try:
         data = orjson.loads(raw)
         entries = data.get("gpu") or []
@@ -114,16 +198,17 @@ def _account_annotation(usage: GpuUsage, key: str, node: str, row: int, raw: str
         for entry in entries:
             minor = int(entry["minor"])
             core = int(parse(entry["resources"][RESOURCE_GPU_CORE]))
-            if not 0 <= minor < MAX_GPUS or not usage.exists[row, minor]:
-                usage.problems.append(f"pod {key}: minor {minor} is not a healthy GPU of node {node}")
+            if not 0 <= minor < MAX_GPUS or not exists[row, minor]:
+                problems.append(f"pod {key}: minor {minor} is not a healthy GPU of node {node}")
                 continue
-            usage.used_milli[row, minor] += core * MILLI_PER_PERCENT
+            slots.append((row, minor, core * MILLI_PER_PERCENT))
             total += core
     except (orjson.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError, QuantityError) as exc:
-        usage.problems.append(f"pod {key}: malformed {ANNOTATION_DEVICE_ALLOCATED} {raw!r}: {exc}")
-        return
+        problems.append(f"pod {key}: malformed {ANNOTATION_DEVICE_ALLOCATED} {raw!r}: {exc}")
+        return slots  # what was read before the error, as the slots were always accounted
     if total != percent:
-        usage.problems.append(f"pod {key}: annotation allocates {total} gpu-core in total, the pod requested {percent}")
+        problems.append(f"pod {key}: annotation allocates {total} gpu-core in total, the pod requested {percent}")
+    return slots
 
 
 def check_allocations(cache: ClusterCache, rows: dict[str, int], gpus: npt.NDArray[np.int64]) -> list[str]:

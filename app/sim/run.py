@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.sim.allocations import check_allocations, read_gpu_usage
+from app.sim.allocations import GpuUsageTracker, check_allocations
 from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
@@ -170,6 +170,9 @@ class Simulation:
         self._arrived_log: list[int] = []  # arrived / allocated GPU milli after each arrival
         self._allocated_log: list[int] = []
         self._frag_samples: dict[int, list[float]] = {p: [] for p in FRAGMENTATION_POINTS}
+        self._usage = GpuUsageTracker(self.rows)
+        self._usage_changed: list[str] = []  # uids bound or deleted since the last usage read
+        self._models = [n.model for n in nodes]
 
     @property
     def allocated_milli(self) -> int:
@@ -260,6 +263,7 @@ class Simulation:
             row = self.rows[node]
             self.fit.add(row, vec)
             self._bound[arrival.uid] = (row, vec, pod.gpu_total_milli)
+            self._usage_changed.append(arrival.uid)
             self._pending.discard(arrival.uid)
             self._allocated += pod.gpu_total_milli
             self.result.scheduled_pods += 1
@@ -276,6 +280,7 @@ class Simulation:
         self._pending.discard(arrival.uid)
         source = self.service.source
         self.service.call(lambda: source.delete("Pod", arrival.name, namespace=NAMESPACE))
+        self._usage_changed.append(arrival.uid)
         if bound is not None:
             row, vec, milli = bound
             self.fit.remove(row, vec)
@@ -283,11 +288,11 @@ class Simulation:
 
     def _post(self, verb: str, body: dict[str, Any]) -> Any:
         t0 = time.perf_counter()
-        resp = self.service.client.post(f"/{verb}", content=orjson.dumps(body))
+        status, content = self.service.poster.post(f"/{verb}", orjson.dumps(body))
         self.result.client_seconds[verb] += time.perf_counter() - t0
-        if resp.status_code != 200:
-            raise VerbError(f"/{verb} answered {resp.status_code}: {resp.text}")
-        return orjson.loads(resp.content)
+        if status != 200:
+            raise VerbError(f"/{verb} answered {status}: {content.decode(errors='replace')}")
+        return orjson.loads(content)
 
     def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
         """Schedule one pod; the chosen node, or None with the failure recorded."""
@@ -312,7 +317,9 @@ class Simulation:
             values = np.array([h["Score"] for h in scores], dtype=np.int64)
             top = np.flatnonzero(values == values.max())
             if self.tie_break == "order":
-                node = min((str(scores[int(i)]["Host"]) for i in top), key=lambda h: (self._rank.get(h, 0), h))
+                # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
+                # smallest is unique, so no second key is needed
+                node = min([str(scores[i]["Host"]) for i in top.tolist()], key=self._rank.__getitem__)
             elif self.tie_break == "name":
                 node = min(str(scores[int(i)]["Host"]) for i in top)
             else:
@@ -353,9 +360,9 @@ class Simulation:
     def _fragmentation(self) -> float | None:
         if self.fragmentation is None:
             return None
-        usage = self.service.read(lambda: read_gpu_usage(self.service.state.cache, self.rows))
+        changed, self._usage_changed = self._usage_changed, []
+        usage = self.service.read(lambda: self._usage.update(self.service.state.cache, changed))
         if usage.unannotated_pods:
             return None  # the service recorded no per-GPU placement (DeviceShare inactive)
         free = self.fit.allocatable - self.fit.requested
-        models = [n.model for n in self.nodes]
-        return fragmentation_ratio(self.fragmentation, free[:, 0], free[:, 1], usage.gpu_free_milli(), models)
+        return fragmentation_ratio(self.fragmentation, free[:, 0], free[:, 1], usage.gpu_free_milli(), self._models)
