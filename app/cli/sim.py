@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -20,7 +20,7 @@ from rich.markup import escape
 err_console = Console(stderr=True)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
@@ -75,11 +75,27 @@ def sim(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the JSON records here.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of allocation ratio vs arrived workload.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            help="Runs at once, each in its own worker process with its own service (default: the "
+            "machine's cores; 1: one after another in this process)."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Fan the runs out as Ray tasks on this cluster (ray.init address: auto, "
+            "ray://host:10001, local); needs pip install 'koordinator-py[ray]'."
+        ),
+    ] = None,
 ) -> None:
     """Replay a GPU trace through /filter, /prioritize and /bind of an in-process service; report
     GPU allocation and fragmentation ratios per policy and seed beside the published results.
 
     Needs the ``sim`` extra (``pip install 'koordinator-py[sim]'``); without it, exits 2 saying so.
+    The policy x seed runs fan out over ``--jobs`` local processes or, with ``--ray-address``, Ray
+    tasks (:mod:`app.sim.sweep`); the records come out in policy then seed order either way.
     """
     require_sim_extra()
     import orjson
@@ -88,13 +104,22 @@ def sim(
     from app.framework.config import ConfigError
     from app.plugins.registry import default_registry
     from app.sim.errors import SimInputError
-    from app.sim.experiment import load_trace, run_one
+    from app.sim.experiment import load_trace
     from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy
     from app.sim.published import find_published
     from app.sim.report import failures_table, json_records, summary_table
     from app.sim.report import plot as plot_png
-    from app.sim.run import SimResult, VerbError
-    from app.sim.service import ServiceError
+    from app.sim.run import SimResult
+    from app.sim.sweep import (
+        RunOutcome,
+        RunSpec,
+        SweepError,
+        check_spec,
+        default_jobs,
+        execute,
+        run_local,
+        run_ray,
+    )
 
     to_stderr = output is None or str(output) == "-"
     # the summary table has 12 columns: keep it readable when the output is a file or a pipe
@@ -111,6 +136,18 @@ def sim(
     except ConfigError as exc:
         _fail(f"invalid config: {exc}")
     seeds = seed or [42]
+    specs = [
+        RunSpec(nodes, pods, mode, pol, s, inflate, tie_break, pod_popularity_threshold)
+        for pol in chosen
+        for s in seeds
+    ]
+    n_jobs = default_jobs() if jobs is None else jobs
+    if n_jobs < 1:
+        _fail(f"--jobs: must be at least 1, got {n_jobs}")
+    try:
+        check_spec(trace, specs[0])
+    except SimInputError as exc:
+        _fail(str(exc))
     results: list[SimResult] = []
     with Progress(
         TextColumn("{task.description}"),
@@ -120,33 +157,42 @@ def sim(
         console=console,
         disable=quiet,
     ) as progress:
-        for pol in chosen:
-            for s in seeds:
-                task = progress.add_task(f"{pol.name} seed {s}", total=None)
+
+        def warn(outcome: RunOutcome) -> None:
+            if outcome.result is not None:
+                r = outcome.result
+                for problem in r.problems[:10]:
+                    console.print(f"[yellow]check:[/] {r.policy} seed {r.seed}: {problem}", highlight=False)
+
+        if ray_address is None and (n_jobs == 1 or len(specs) == 1):
+            for spec in specs:
+                task = progress.add_task(f"{spec.policy.name} seed {spec.seed}", total=None)
 
                 def report(done: int, total: int, task: TaskID = task) -> None:
                     progress.update(task, completed=done, total=total)
 
-                try:
-                    result = run_one(
-                        trace,
-                        pol,
-                        s,
-                        mode=mode,
-                        inflate=inflate,
-                        progress=report,
-                        tie_break=tie_break,
-                        popularity_percent=pod_popularity_threshold,
-                    )
-                except SimInputError as exc:
-                    _fail(str(exc))
-                except ConfigError as exc:
-                    _fail(f"policy {pol.name}: invalid config: {exc}")
-                except (ServiceError, VerbError) as exc:
-                    _fail(f"policy {pol.name} seed {s}: {exc}")
-                for problem in result.problems[:10]:
-                    console.print(f"[yellow]check:[/] {pol.name} seed {s}: {problem}", highlight=False)
-                results.append(result)
+                outcome = execute(spec, report)
+                if outcome.result is None:
+                    _fail(outcome.error or "the run failed")
+                warn(outcome)
+                results.append(outcome.result)
+        else:
+            where = f"Ray at {ray_address}" if ray_address is not None else f"{min(n_jobs, len(specs))} processes"
+            runs_task = progress.add_task(f"{len(specs)} runs over {where}", total=len(specs))
+
+            def done(_: int, outcome: RunOutcome) -> None:
+                progress.advance(runs_task)
+                warn(outcome)
+
+            try:
+                if ray_address is not None:
+                    results = run_ray(specs, ray_address, done)
+                else:
+                    results = run_local(specs, n_jobs, done)
+            except SimInputError as exc:
+                _fail(str(exc))
+            except SweepError as exc:
+                _fail(str(exc))
     workload = trace.pods_path.stem
     published = find_published(trace.pods_path) if mode == "static" else None
     console.print(summary_table(results, published, workload))

@@ -161,12 +161,13 @@ class GpuUsageTracker:
             self._exists = _device_exists(cache, self.rows)
         problems: list[str] = []
         for uid in changed:
-            old = self._slots.pop(uid, None) if uid in self._slots else False
-            if old is None:
-                self._unannotated -= 1
-            elif old:
-                for row, minor, milli in old:
-                    self._used[row, minor] -= milli
+            if uid in self._slots:
+                old = self._slots.pop(uid)
+                if old is None:
+                    self._unannotated -= 1
+                else:
+                    for row, minor, milli in old:
+                        self._used[row, minor] -= milli
             counts, slots = _pod_slots(cache, uid, self.rows, self._exists, problems)
             if not counts:
                 continue
