@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.sim.allocations import GpuUsageTracker, check_allocations
+from app.sim.allocations import GpuUsage, GpuUsageTracker, check_allocations
 from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
@@ -238,6 +238,13 @@ class Simulation:
             problems.append(f"allocated {self._allocated} milli-GPU above capacity {self.capacity}")
         return problems
 
+    def gpu_usage(self) -> GpuUsage:
+        """Per-slot GPU use now, as the service's annotations record it: what
+        :func:`app.sim.allocations.read_gpu_usage` reads, re-reading only the pods bound or deleted
+        since the last call (:class:`~app.sim.allocations.GpuUsageTracker`)."""
+        changed, self._usage_changed = self._usage_changed, []
+        return self.service.read(lambda: self._usage.update(self.service.state.cache, changed))
+
     def _server_seconds(self) -> dict[str, float]:
         registry = self.service.state.metrics.registry
         name = "koord_extender_request_duration_seconds_sum"
@@ -360,8 +367,7 @@ class Simulation:
     def _fragmentation(self) -> float | None:
         if self.fragmentation is None:
             return None
-        changed, self._usage_changed = self._usage_changed, []
-        usage = self.service.read(lambda: self._usage.update(self.service.state.cache, changed))
+        usage = self.gpu_usage()
         if usage.unannotated_pods:
             return None  # the service recorded no per-GPU placement (DeviceShare inactive)
         free = self.fit.allocatable - self.fit.requested

@@ -14,6 +14,7 @@ from app.sim.fragmentation import deviceshare_fragmentation
 from app.sim.policies import builtin_policy
 from app.sim.run import SimResult, Simulation
 from app.sim.service import InProcessService
+from app.sim.workload import EventKind
 
 
 @pytest.fixture
@@ -35,6 +36,9 @@ def test_slice_runs_with_consistent_accounting(trace: Trace) -> None:
         assert usage.annotated_pods == sim.bound_gpu_pods > 0  # every bound GPU pod carries its annotation
         assert (usage.used_milli <= 1000).all()
         assert int(usage.used_milli.sum()) == sim.allocated_milli  # annotations == what the sim saw bound
+        tracked = sim.gpu_usage()  # the fragmentation samples' incremental read agrees with the full one
+        assert (tracked.used_milli == usage.used_milli).all() and (tracked.exists == usage.exists).all()
+        assert (tracked.annotated_pods, tracked.unannotated_pods) == (usage.annotated_pods, 0)
         # every bound pod in the source is bound in the cache to the same node
         bound = service.read(lambda: {p.name: p.node_name for p in cache.pods.values() if p.node_name})
         assert len(bound) == result.scheduled_pods
@@ -118,3 +122,25 @@ def test_order_tie_break_fills_one_node_of_a_seeded_order_first(tmp_path: Path) 
 def test_unknown_tie_break_is_refused(trace: Trace) -> None:
     with pytest.raises(SimInputError, match="--tie-break: must be one of order, name, random, got 'first'"):
         run_one(trace, builtin_policy("MostAllocated"), 1, tie_break="first")
+
+
+def test_tracked_gpu_usage_follows_departures(trace_slice: tuple[Path, Path]) -> None:
+    """Timed mode binds and deletes pods: the incremental usage must equal a full re-read, before
+    and after the departures (a stale share of a deleted pod would show as more use)."""
+    trace = load_trace(*trace_slice, "timed")
+    policy = builtin_policy("MostAllocated")
+    events = events_for(trace, "timed", 3, 1.3)
+    departures = [i for i, e in enumerate(events) if e.kind is EventKind.DEPART]
+    assert departures, "the slice has departures"
+    with InProcessService(policy.config) as service:
+        sim = Simulation(service, trace.nodes, policy, 3, deviceshare_fragmentation(trace.pods))
+        sim.load_cluster()
+        cache = service.state.cache
+        cut = departures[len(departures) // 2]
+        for part in (events[:cut], events[cut:]):
+            sim.run(part)
+            tracked = sim.gpu_usage()
+            full = service.read(lambda: read_gpu_usage(cache, sim.rows))
+            assert (tracked.used_milli == full.used_milli).all()
+            assert tracked.annotated_pods == full.annotated_pods == sim.bound_gpu_pods
+            assert int(tracked.used_milli.sum()) == sim.allocated_milli
