@@ -21,7 +21,8 @@ err_console = Console(stderr=True)
 
 
 def _fail(message: str) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """Print ``message`` (plain text: brackets such as ``[ray]`` are not markup) and exit 2."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -40,7 +41,7 @@ def require_sim_extra() -> None:
         try:
             importlib.import_module(module)
         except ImportError:
-            _fail(f"koord sim needs the optional 'sim' extra ({module} is not installed): {escape(SIM_EXTRA_HINT)}")
+            _fail(f"koord sim needs the optional 'sim' extra ({module} is not installed): {SIM_EXTRA_HINT}")
 
 
 def sim(
