@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -46,7 +47,13 @@ def require_sim_extra() -> None:
 
 def sim(
     nodes: Annotated[Path, typer.Option(help="Node list CSV (sn, cpu_milli, memory_mib, gpu, model).")],
-    pods: Annotated[Path, typer.Option(help="Pod list CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, ...).")],
+    pods: Annotated[
+        list[Path],
+        typer.Option(
+            help="Pod list CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, [gpu_spec, qos, times]); "
+            "repeatable: the sweep covers every list."
+        ),
+    ],
     policy: Annotated[
         list[str] | None,
         typer.Option(help="Random, MostAllocated, LeastAllocated or FragmentationAware; repeatable (default: all)."),
@@ -95,8 +102,9 @@ def sim(
     GPU allocation and fragmentation ratios per policy and seed beside the published results.
 
     Needs the ``sim`` extra (``pip install 'koordinator-py[sim]'``); without it, exits 2 saying so.
-    The policy x seed runs fan out over ``--jobs`` local processes or, with ``--ray-address``, Ray
-    tasks (:mod:`app.sim.sweep`); the records come out in policy then seed order either way.
+    The pod list x policy x seed runs fan out over ``--jobs`` local processes or, with
+    ``--ray-address``, Ray tasks (:mod:`app.sim.sweep`); the records come out in pod list, policy,
+    seed order either way, with one table per pod list and one plot (a panel per pod list).
     """
     require_sim_extra()
     import orjson
@@ -108,8 +116,7 @@ def sim(
     from app.sim.experiment import load_trace
     from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy
     from app.sim.published import find_published
-    from app.sim.report import failures_table, json_records, summary_table
-    from app.sim.report import plot as plot_png
+    from app.sim.report import failures_table, json_records, plot_workloads, summary_table
     from app.sim.run import SimResult
     from app.sim.sweep import (
         RunOutcome,
@@ -131,14 +138,18 @@ def sim(
         chosen += [config_policy(path, known) for path in config or []]
         if not chosen:
             chosen = [builtin_policy(p) for p in POLICIES]
-        trace = load_trace(nodes, pods, mode)
+        traces = [load_trace(nodes, path, mode) for path in pods]
     except SimInputError as exc:
         _fail(str(exc))
     except ConfigError as exc:
         _fail(f"invalid config: {exc}")
     seeds = seed or [42]
+    names = [t.pods_path.stem for t in traces]
+    if len(set(names)) < len(names):
+        _fail(f"--pods: two pod lists share the name {next(n for n in names if names.count(n) > 1)!r}")
     specs = [
-        RunSpec(nodes, pods, mode, pol, s, inflate, tie_break, pod_popularity_threshold)
+        RunSpec(nodes, t.pods_path, mode, pol, s, inflate, tie_break, pod_popularity_threshold)
+        for t in traces
         for pol in chosen
         for s in seeds
     ]
@@ -146,7 +157,8 @@ def sim(
     if n_jobs < 1:
         _fail(f"--jobs: must be at least 1, got {n_jobs}")
     try:
-        check_spec(trace, specs[0])
+        for trace in traces:
+            check_spec(trace, replace(specs[0], pods=trace.pods_path))
     except SimInputError as exc:
         _fail(str(exc))
     results: list[SimResult] = []
@@ -194,12 +206,16 @@ def sim(
                 _fail(str(exc))
             except SweepError as exc:
                 _fail(str(exc))
-    workload = trace.pods_path.stem
-    published = find_published(trace.pods_path) if mode == "static" else None
-    console.print(summary_table(results, published, workload))
-    failures = failures_table(results)
-    if failures is not None:
-        console.print(failures)
+    groups = []
+    for trace in traces:
+        workload = trace.pods_path.stem
+        mine = [r for r in results if r.workload == workload]
+        published = find_published(trace.pods_path) if mode == "static" else None
+        groups.append((workload, mine, published))
+        console.print(summary_table(mine, published, workload))
+        failures = failures_table(mine, workload if len(traces) > 1 else "")
+        if failures is not None:
+            console.print(failures)
     records = orjson.dumps(json_records(results), option=orjson.OPT_INDENT_2)
     if output is None or str(output) == "-":
         sys.stdout.write(records.decode() + "\n")
@@ -210,6 +226,6 @@ def sim(
             _fail(f"{output}: cannot write: {exc.strerror}")
     if plot is not None:
         try:
-            plot_png(results, plot, published, workload)
+            plot_workloads(groups, plot)
         except OSError as exc:
             _fail(f"{plot}: cannot write: {exc.strerror}")

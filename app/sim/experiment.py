@@ -109,5 +109,6 @@ def run_one(
             progress=(lambda done: progress(done, total)) if progress is not None else None,
             tie_break=tie_break,
         )
+        sim.result.workload = trace.pods_path.stem
         sim.load_cluster()
         return sim.run(events)

@@ -70,8 +70,9 @@ def _published(published: Published | None, table: str, workload: str, refs: tup
     return "\n".join(parts) or "-"
 
 
-def failures_table(results: list[SimResult]) -> Table | None:
-    """Failed pods by reason per policy (summed over seeds); None when nothing failed."""
+def failures_table(results: list[SimResult], workload: str = "") -> Table | None:
+    """Failed pods by reason per policy (summed over seeds); None when nothing failed. ``workload``
+    names the pod list in the title when given."""
     rows: list[tuple[str, str, int]] = []
     for policy, runs in by_policy(results).items():
         total: Counter[str] = Counter()
@@ -80,7 +81,7 @@ def failures_table(results: list[SimResult]) -> Table | None:
         rows += [(policy, reason, n) for reason, n in total.most_common()]
     if not rows:
         return None
-    table = Table(title="failed pods by reason (all seeds)")
+    table = Table(title=f"failed pods by reason (all seeds){f': {workload}' if workload else ''}")
     table.add_column("policy", style="bold")
     table.add_column("reason")
     table.add_column("pods", justify="right")
@@ -101,12 +102,34 @@ def plot(results: list[SimResult], path: Path, published: Published | None, work
     Raises:
         OSError: the file cannot be written.
     """
+    plot_workloads([(workload, results, published)], path)
+
+
+def plot_workloads(groups: list[tuple[str, list[SimResult], Published | None]], path: Path) -> None:
+    """One PNG with a panel per (workload, its results, its published figures), as :func:`plot` draws
+    one (a sweep over several pod lists); panels in rows of at most three.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    cols = min(3, max(1, len(groups)))
+    rows = -(-len(groups) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(8 * cols if cols == 1 else 6 * cols, 5 * rows), squeeze=False)
+    for ax, (workload, results, published) in zip(axes.flat, groups, strict=False):
+        _draw(ax, results, published, workload)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _draw(ax: Any, results: list[SimResult], published: Published | None, workload: str) -> None:
     for policy, runs in by_policy(results).items():
         n = min(len(r.curve) for r in runs)
         if n == 0:
@@ -123,6 +146,3 @@ def plot(results: list[SimResult], path: Path, published: Published | None, work
     ax.set_title(f"koord sim: {workload}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

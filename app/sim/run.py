@@ -79,10 +79,12 @@ class SimResult:
         client_seconds / server_seconds: per verb, time spent waiting on HTTP (client side) and
             answering inside the handler (server side, from the service's latency histogram).
         problems: findings of :func:`app.sim.allocations.check_allocations` at the end.
+        workload: the pod list's name (its file stem, e.g. ``openb_pod_list_default``); "" unknown.
     """
 
     policy: str
     seed: int
+    workload: str = ""
     curve: list[float] = field(default_factory=list)
     frag: dict[int, float | None] = field(default_factory=dict)
     failed: Counter[str] = field(default_factory=Counter)
@@ -98,8 +100,9 @@ class SimResult:
         return self.curve[percent] if percent < len(self.curve) else None
 
     def to_json(self) -> dict[str, Any]:
-        """The issue's JSON record: policy, seed, gpu_allocation_ratio, frag_ratio, failed_pods, wall_seconds."""
+        """The JSON record: workload, policy, seed, gpu_allocation_ratio, frag_ratio, failed_pods, wall_seconds."""
         return {
+            "workload": self.workload,
             "policy": self.policy,
             "seed": self.seed,
             "gpu_allocation_ratio": {str(p): _round(self.allocation_at(p)) for p in ALLOCATION_POINTS},

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from app.cli.main import cli
 from tests.sim.conftest import NODES_CSV, PODS_CSV, require_trace, write_slice
 
-KEYS = {"policy", "seed", "gpu_allocation_ratio", "frag_ratio", "failed_pods", "wall_seconds"}
+KEYS = {"workload", "policy", "seed", "gpu_allocation_ratio", "frag_ratio", "failed_pods", "wall_seconds"}
 
 
 def test_sim_writes_json_and_plot(tmp_path: Path) -> None:
@@ -32,7 +32,7 @@ def test_sim_writes_json_and_plot(tmp_path: Path) -> None:
         ("Random", 2),
     ]
     for r in records:
-        assert set(r) == KEYS
+        assert set(r) == KEYS and r["workload"] == "pods"
         assert set(r["gpu_allocation_ratio"]) == {"100", "130"} and set(r["frag_ratio"]) == {"70", "90"}
         assert 0 < r["gpu_allocation_ratio"]["100"] <= 100
         assert r["wall_seconds"] > 0

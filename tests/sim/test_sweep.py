@@ -73,6 +73,32 @@ def test_multigpu_list_replays_and_jobs_merge_the_serial_records(tmp_path: Path)
     assert len({json.dumps(r["gpu_allocation_ratio"]) + json.dumps(r["failed_pods"]) for r in serial}) > 1
 
 
+def test_several_pod_lists_merge_into_one_json_and_one_plot(tmp_path: Path) -> None:
+    nodes, pods = write_trace(tmp_path)
+    other = tmp_path / "openb_pod_list_multigpu_small.csv"
+    other.write_text("\n".join(pods.read_text().splitlines()[:13]) + "\n")  # the header and 12 pods
+    out, png = tmp_path / "out.json", tmp_path / "out.png"
+    args = ["sim", "--nodes", str(nodes), "--pods", str(pods), "--pods", str(other), "--policy", "MostAllocated"]
+    args += ["--seed", "1", "--seed", "2", "--jobs", "2", "--quiet", "-o", str(out), "--plot", str(png)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    records = json.loads(out.read_text())
+    assert [(r["workload"], r["seed"]) for r in records] == [
+        ("openb_pod_list_multigpu_tiny", 1),
+        ("openb_pod_list_multigpu_tiny", 2),
+        ("openb_pod_list_multigpu_small", 1),
+        ("openb_pod_list_multigpu_small", 2),
+    ]
+    # each record is the run of its own list: the small list alone gives the same figures
+    alone = _sim(nodes, other, tmp_path / "alone.json", "--jobs", "1")
+    mine = [r for r in _without_wall(records) if r["workload"] == "openb_pod_list_multigpu_small"]
+    assert mine == [r for r in _without_wall(alone) if r["policy"] == "MostAllocated"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    same = ["sim", "--nodes", str(nodes), "--pods", str(pods), "--pods", str(pods)]
+    result = CliRunner().invoke(cli, same)
+    assert result.exit_code == 2 and "two pod lists share the name 'openb_pod_list_multigpu_tiny'" in result.output
+
+
 def test_timed_mode_refuses_a_multigpu_list(tmp_path: Path) -> None:
     nodes, pods = write_trace(tmp_path)
     result = CliRunner().invoke(cli, ["sim", "--nodes", str(nodes), "--pods", str(pods), "--mode", "timed"])
