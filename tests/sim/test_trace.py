@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from app.sim.errors import SimInputError
+from app.sim.experiment import load_trace
 from app.sim.objects import LABEL_POD_QOS, pod_object
 from app.sim.trace import load_nodes, load_pods
+from tests.sim.conftest import DATA, NODES_CSV, require_trace
 
 NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
 POD_HEADER = (
@@ -126,3 +128,22 @@ def test_timed_mode_refuses_a_list_without_times(tmp_path: Path) -> None:
     assert "timed mode replays creation_time and deletion_time" in message
     assert "use --mode static" in message
     assert "gpu_spec" not in message.split("(header")[0]  # the optional columns are not demanded
+
+
+def test_every_pod_list_of_the_dataset_loads() -> None:
+    """All pod lists of the shared trace load in static mode, the multigpu ones included; timed mode
+    refuses exactly the lists without times."""
+    require_trace()
+    lists = sorted(DATA.glob("openb_pod_list_*.csv"))
+    assert len(lists) >= 20
+    multigpu = [p for p in lists if p.stem.startswith("openb_pod_list_multigpu")]
+    assert len(multigpu) == 4
+    for path in lists:
+        trace = load_trace(NODES_CSV, path, "static")
+        assert len(trace.pods) > 1000
+        if path in multigpu:
+            assert all(p.gpu_models is None and p.qos == "" for p in trace.pods)
+            assert any(p.num_gpu > 1 for p in trace.pods)
+    with pytest.raises(SimInputError, match="timed mode replays creation_time and deletion_time"):
+        load_trace(NODES_CSV, multigpu[0], "timed")
+    assert load_trace(NODES_CSV, DATA / "openb_pod_list_default.csv", "timed").pods[0].creation_time is not None
