@@ -1,0 +1,121 @@
+"""The verb loop's bare HTTP/1.1 poster against a scripted socket server: what it sends, Content-Length
+and chunked answers, answers split over many packets, reconnecting after the server closed, errors."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.sim.transport import HttpPoster
+
+
+class ScriptedServer:
+    """Accepts connections on 127.0.0.1 and answers each request with the next scripted reply; a reply
+    of None closes the connection without answering. Records every request's raw bytes."""
+
+    def __init__(self, replies: list[list[bytes] | None]) -> None:
+        self.replies = replies
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _read_request(self, conn: socket.socket, buf: bytes) -> tuple[bytes, bytes] | None:
+        while b"\r\n\r\n" not in buf:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            buf += chunk
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+    def _serve(self) -> None:
+        while self.replies:
+            conn, _ = self.sock.accept()
+            self.connections += 1
+            buf = b""
+            with conn:
+                while self.replies:
+                    got = self._read_request(conn, buf)
+                    if got is None:
+                        break
+                    request, buf = got
+                    self.requests.append(request)
+                    reply = self.replies.pop(0)
+                    if reply is None:
+                        break  # close without answering
+                    for packet in reply:
+                        conn.sendall(packet)
+                        time.sleep(0.005)  # separate packets: the client must read on
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def server(request: pytest.FixtureRequest) -> Iterator[ScriptedServer]:
+    srv = ScriptedServer(request.param)
+    yield srv
+    srv.close()
+
+
+def _ok(body: bytes) -> list[bytes]:
+    return [b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body]
+
+
+SPLIT = [b"HTTP/1.1 2", b"00 OK\r\nContent-Len", b"gth: 12\r\n\r", b'\n{"a":', b" [1,2]}"]
+CHUNKED = [
+    b'HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"m":\r\n',
+    b'4;x=1\r\n"x"}\r\n0\r\n\r\n',
+]
+
+
+@pytest.mark.parametrize("server", [[_ok(b'{"n":1}'), SPLIT, CHUNKED]], indirect=True)
+def test_posts_and_reads_every_framing_on_one_connection(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    assert poster.post("/filter", b'{"Pod":{}}') == (200, b'{"n":1}')
+    assert poster.post("/prioritize", b"{}") == (200, b'{"a": [1,2]}')
+    assert poster.post("/bind", b"[]") == (404, b'{"m":"x"}')
+    poster.close()
+    assert server.connections == 1  # kept alive
+    first = server.requests[0]
+    assert first.startswith(b"POST /filter HTTP/1.1\r\n")
+    assert b"\r\nContent-Type: application/json\r\n" in first and b"\r\nContent-Length: 10\r\n" in first
+    assert first.endswith(b'\r\n\r\n{"Pod":{}}')
+
+
+@pytest.mark.parametrize("server", [[_ok(b"1"), None, _ok(b"2")]], indirect=True)
+def test_reconnects_once_when_the_server_closed(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    assert poster.post("/a", b"{}") == (200, b"1")
+    assert poster.post("/b", b"{}") == (200, b"2")  # the first try hit the closed connection
+    assert [r.split(b" ")[1] for r in server.requests] == [b"/a", b"/b", b"/b"]
+    assert server.connections == 2
+    poster.close()
+
+
+@pytest.mark.parametrize("server", [[None, None]], indirect=True)
+def test_a_server_closing_twice_is_a_read_error(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port, timeout=5)
+    with pytest.raises(httpx.ReadError, match="POST /x: connection closed by the server"):
+        poster.post("/x", b"{}")
+
+
+def test_nobody_listening_is_a_connect_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+        with pytest.raises(httpx.ConnectError):
+            HttpPoster("127.0.0.1", port, timeout=5).post("/x", b"{}")
