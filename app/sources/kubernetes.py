@@ -122,7 +122,17 @@ class _Reflector:
         await asyncio.sleep(delay)
 
     def fill(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Add ``kind`` and ``apiVersion`` when the server left them out (list items do)."""
+        """Add ``kind`` and ``apiVersion`` when the server left them out (list items do), and drop
+        ``metadata.managedFields``.
+
+        managedFields (server-side apply bookkeeping, often the largest part of a Pod or Node) is
+        read by nothing in the service: the cache, the plugins and the webhooks use labels,
+        annotations, ownerReferences and the rest of metadata, which stay. Dropping it on arrival
+        is what a client-go informer's ``TransformFunc`` is for (``SetTransform``).
+        """
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
         if "kind" not in obj:
             obj["kind"] = self.info.kind
         if "apiVersion" not in obj:
