@@ -29,6 +29,7 @@ from app.server import extender_routes, health_routes, inspect_routes
 from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
+from app.server.extender_routes import VerbFastPath
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
@@ -185,6 +186,8 @@ def create_app(
         lifespan=lifespan,
     )
     install_body_limit(app, max_request_body_bytes)
+    if serves_extender(role):
+        app.add_middleware(VerbFastPath, state=state, max_body_size=max_request_body_bytes)
     app.state.service = state
 
     @app.exception_handler(RequestValidationError)
