@@ -23,6 +23,8 @@ What it measures
     background loops). Wall latencies are what the driver observed per call. The watch phase then
     has the fake emit ``--touches`` ``MODIFIED`` events on running pods (an annotation changes)
     and reports the service's CPU per event and events applied per second (until idle).
+    ``filter_cpu_ms_per_call`` / ``prioritize_cpu_ms_per_call`` are the service's CPU per call of
+    each verb alone (500 calls each with the cycle's bodies, the watch quiet).
     ``--memory`` instead loads ``--memory-nodes`` nodes (~20 pods each) and reports the service's
     RSS once the load is in.
 
@@ -272,10 +274,13 @@ def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, Any
     perf = time.perf_counter
     start = 0
     try:
+        created: list[dict[str, Any]] = []
         for i in range(0, len(pods), 200):  # created in parallel: the ADDED events arrive as a burst
             status, data = post(fake, "/bench/create", orjson.dumps({"pods": pods[i : i + 200]}))
             if status != 201:
                 raise BenchFailure(f"creating pods: HTTP {status}: {data[:200]!r}")
+            created += orjson.loads(data)["items"]
+        pods[:] = created  # kube-scheduler sends the pod as its informer holds it (resourceVersion and all)
         for pod in pods:
             candidates = [names[(start + k) % nodes] for k in range(window)]
             start = (start + window) % nodes
@@ -308,6 +313,38 @@ def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, Any
         p50, p99 = np.percentile(np.array(values), [50, 99]) * 1000
         out[verb] = {"p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3)}
     out["candidates_per_filter"] = window
+    return out
+
+
+def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -> dict[str, float]:
+    """Service CPU (ms) per call of /filter and of /prioritize alone, ``calls`` each, with the bodies of
+    the cycle (the watch is quiet meanwhile). What remains of ``cpu_ms_per_pod`` is the bind and the
+    pod's watch events.
+
+    Raises:
+        BenchFailure: a non-200 answer.
+    """
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    window = num_feasible_nodes_to_find(nodes)
+    bodies = [
+        orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": [names[(i * window + k) % nodes] for k in range(window)]})
+        for i, pod in enumerate(pods[:calls])
+    ]
+    out = {}
+    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    try:
+        for verb in ("filter", "prioritize"):
+            for body in bodies[:20]:  # warm the connection and the parse caches as the cycle did
+                post(conn, f"/{verb}", body)
+            stack.wait_idle()
+            c0 = stack.cpu()
+            for body in bodies:
+                status, data = post(conn, f"/{verb}", body)
+                if status != 200:
+                    raise BenchFailure(f"/{verb}: HTTP {status}: {data[:300]!r}")
+            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu() - c0) / len(bodies) * 1000, 3)
+    finally:
+        conn.close()
     return out
 
 
@@ -356,6 +393,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         check_applied(stack, pods)
         cpu_net = max(0.0, cpu - idle * wall)
 
+        split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500))
         stack.wait_idle()
         c0, t0 = stack.cpu(), time.monotonic()
         status, data = post(
@@ -380,6 +418,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         "wall_s": round(wall, 3),
         "watch_events_per_pod": round(events / args.pods, 2),
         **verbs,
+        **split,
         "watch": {
             "events": touched,
             "cpu_us_per_event": round(max(0.0, wcpu - idle * wwall) / max(1, touched) * 1e6, 1),

@@ -17,7 +17,8 @@ kube-apiserver (v1.26) emits for each pod of a scheduling cycle:
 
 Every stored object carries ``managedFields`` as a real API server writes them (one entry per
 manager). Bench control endpoints (not Kubernetes): ``POST /bench/create`` ``{"pods": [...]}``
-creates many pods in one call, ``POST /bench/touch`` ``{"count": N}`` emits N ``MODIFIED`` events
+creates many pods in one call (answers ``{"items": [...]}``, the pods as stored),
+``POST /bench/touch`` ``{"count": N}`` emits N ``MODIFIED`` events
 on running pods (an annotation changes), ``GET /bench/stats`` answers counters.
 
 Mirrors the behaviour of k8s.io/apiserver's registry (pkg/registry/core/pod/storage BindingREST,
@@ -383,9 +384,8 @@ class FakeAPI:
                 "rv": self.rv,
             }
         if path == "/bench/create":
-            for pod in body["pods"]:
-                self.create_pod(pod["metadata"].get("namespace", "default"), pod)
-            return 201, {"created": len(body["pods"])}
+            created = [self.create_pod(pod["metadata"].get("namespace", "default"), pod) for pod in body["pods"]]
+            return 201, {"items": created}
         if path == "/bench/touch":
             return 200, {"touched": self.touch(int(body["count"]))}
         coll, ns, name, sub = _collection(path)
