@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncGenerator
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import kubernetes.client
@@ -81,8 +82,8 @@ class AsyncClient:
         self.timeout = float(timeout)
         self.max_connections = max_connections
         self._http = httpx.AsyncClient(**http_options(self.settings, max_connections, self.timeout))
-        # Binds go over the lean HTTP/1.1 pool (a fraction of httpx's CPU per request); through a
-        # proxy they stay on httpx.
+        # Binds and watch streams go over the lean HTTP/1.1 client (a fraction of httpx's CPU per
+        # request and per chunk); through a proxy they stay on httpx.
         self._h1 = H1Pool(self.settings, max_idle=max_connections) if not self.settings.proxy else None
 
     @classmethod
@@ -207,12 +208,17 @@ class AsyncClient:
             ConnectionFailed: no answer, or the stream broke (no final chunk) or stalled past
                 ``timeout_seconds`` + 30 s. Otherwise as :meth:`request`.
         """
+        query = watch_params(resource_version, timeout_seconds, dict(params or {}))
+        if self._h1 is not None:
+            async for event in self._watch_h1(path, query, timeout_seconds + WATCH_READ_SLACK):
+                yield event
+            return
         req = build_request(
             self._http,
             self.settings,
             "GET",
             path,
-            params=watch_params(resource_version, timeout_seconds, dict(params or {})),
+            params=query,
             read_timeout=timeout_seconds + WATCH_READ_SLACK,
         )
         try:
@@ -248,6 +254,36 @@ class AsyncClient:
                 yield decode_event(rest)
         finally:
             await resp.aclose()
+
+    async def _watch_h1(
+        self, path: str, query: dict[str, str], read_timeout: float
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """:meth:`watch` over the lean HTTP/1.1 client (a connection of its own, closed at the end)."""
+        if not path.startswith("/"):
+            raise ValueError(f"API path must be absolute, got {path!r}")
+        assert self._h1 is not None
+        stream = await self._h1.open_stream("GET", f"{path}?{urlencode(query)}", timeout=read_timeout)
+        try:
+            if not 200 <= stream.status < 300:
+                try:
+                    content = await stream.read_all()
+                except ConnectionFailed:
+                    content = b""
+                raise error_from_response(stream.status, content, stream.headers.get("retry-after"))
+            rest = b""
+            async for piece in stream.pieces():
+                if b"\n" not in piece:
+                    rest += piece
+                    continue
+                lines = (rest + piece).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield decode_event(line)
+            if rest.strip():
+                yield decode_event(rest)
+        finally:
+            stream.close()
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``; returns the created object.

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 from app.client.config import ConnectionSettings
 from app.client.errors import ConnectionFailed
 from app.client.wire import CONNECT_TIMEOUT, JSON, USER_AGENT
 
-__all__ = ["H1Answer", "H1Pool"]
+__all__ = ["H1Answer", "H1Pool", "H1Stream", "read_body", "read_head"]
 
 #: Largest answer head (status line and headers) accepted, bytes.
 MAX_HEAD_BYTES = 64 * 1024
@@ -173,40 +174,47 @@ class H1Pool:
             ValueError: a malformed status line, header or chunk size.
             asyncio.IncompleteReadError: the server closed before the answer was complete.
         """
-        while True:
-            raw = await reader.readuntil(b"\r\n\r\n")
-            lines = raw[:-4].decode("latin-1").split("\r\n")
-            version, _, rest = lines[0].partition(" ")
-            if not version.startswith("HTTP/1."):
-                raise ValueError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
-            status = int(rest[:3])
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise ValueError(f"malformed header line {line[:80]!r}")
-                headers[name.strip().lower()] = value.strip()
-            if not 100 <= status < 200 or status == 101:
-                break  # 1xx (100 Continue) answers precede the real one
-        keep = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
+        status, headers, keep = await read_head(reader)
         if method == "HEAD" or status in (204, 304):
             return H1Answer(status, headers, b""), keep
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            parts = []
-            while True:
-                size_line = await reader.readuntil(b"\r\n")
-                size = int(size_line.split(b";", 1)[0].strip(), 16)
-                if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                        pass
-                    break
-                parts.append(await reader.readexactly(size))
-                await reader.readexactly(2)
-            return H1Answer(status, headers, b"".join(parts)), keep
-        length = headers.get("content-length")
-        if length is not None:
-            return H1Answer(status, headers, await reader.readexactly(int(length))), keep
-        return H1Answer(status, headers, await reader.read()), False
+        body = b"".join([piece async for piece in read_body(reader, headers, None)])
+        return H1Answer(status, headers, body), keep and _delimited(headers)
+
+    async def open_stream(self, method: str, path: str, *, timeout: float) -> H1Stream:
+        """Send ``method path`` (no body) on a new connection of its own and read the answer's head.
+
+        For long answers read as they arrive (watches): the connection is never pooled, and
+        :meth:`H1Stream.close` closes it. ``timeout`` bounds connecting and reading the head, and
+        then each read of the body.
+
+        Raises:
+            ConnectionFailed: no answer head (refused, reset, TLS failure, timeout, malformed).
+        """
+        head = [
+            f"{method} {self.prefix}{path} HTTP/1.1",
+            f"Host: {self.host_header}",
+            f"Accept: {JSON}",
+            f"User-Agent: {USER_AGENT}",
+        ]
+        auth = self.settings.auth.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if auth:
+            head.append(f"Authorization: {auth}")
+        what = f"{method} {path.partition('?')[0]}"
+        conn: _Conn | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                conn = await self._connect()
+                conn.writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                status, headers, _ = await read_head(conn.reader)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, TimeoutError):
+                raise ConnectionFailed(f"{what}: timed out after {timeout:g} s", 0) from exc
+            if isinstance(exc, (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError)):
+                raise ConnectionFailed(f"{what}: {type(exc).__name__}: {exc}", 0) from exc
+            raise
+        return H1Stream(conn, status, headers, timeout, what)
 
     async def aclose(self) -> None:
         """Close the idle connections; requests after this fail. Safe to call twice."""
@@ -214,3 +222,118 @@ class H1Pool:
         idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+async def read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
+    """Read an answer's status line and headers (skipping 1xx answers): (status, headers with
+    lower-case names, whether HTTP/1.1 keep-alive allows reusing the connection).
+
+    Raises:
+        ValueError: a malformed status line or header.
+        asyncio.IncompleteReadError: the server closed first.
+        asyncio.LimitOverrunError: the head is longer than :data:`MAX_HEAD_BYTES`.
+    """
+    while True:
+        raw = await reader.readuntil(b"\r\n\r\n")
+        lines = raw[:-4].decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        if not version.startswith("HTTP/1."):
+            raise ValueError(f"not an HTTP/1.x answer: {lines[0][:80]!r}")
+        status = int(rest[:3])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ValueError(f"malformed header line {line[:80]!r}")
+            headers[name.strip().lower()] = value.strip()
+        if not 100 <= status < 200 or status == 101:
+            keep = headers.get("connection", "").lower() != "close" and version == "HTTP/1.1"
+            return status, headers, keep
+
+
+def _delimited(headers: dict[str, str]) -> bool:
+    """Whether the body's end is known without the server closing (chunked or Content-Length)."""
+    return "chunked" in headers.get("transfer-encoding", "").lower() or "content-length" in headers
+
+
+async def read_body(
+    reader: asyncio.StreamReader, headers: dict[str, str], timeout: float | None
+) -> AsyncIterator[bytes]:
+    """The body's pieces as they arrive: chunked transfer coding decoded, else ``Content-Length``
+    bytes, else everything until the server closes. ``timeout`` (seconds) bounds each read.
+
+    Raises:
+        ValueError: a malformed chunk size.
+        asyncio.IncompleteReadError: the server closed before the body's end.
+        TimeoutError: one read took longer than ``timeout``.
+    """
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        while True:
+            async with asyncio.timeout(timeout):
+                size_line = await reader.readuntil(b"\r\n")
+                size = int(size_line.split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+                        pass
+                    return
+                piece = await reader.readexactly(size + 2)
+            yield piece[:-2]
+    elif "content-length" in headers:
+        left = int(headers["content-length"])
+        while left > 0:
+            async with asyncio.timeout(timeout):
+                piece = await reader.read(min(left, 1 << 20))
+            if not piece:
+                raise asyncio.IncompleteReadError(b"", left)
+            left -= len(piece)
+            yield piece
+    else:
+        while True:
+            async with asyncio.timeout(timeout):
+                piece = await reader.read(1 << 20)
+            if not piece:
+                return
+            yield piece
+
+
+class H1Stream:
+    """An answer read as it arrives, on a connection of its own (:meth:`H1Pool.open_stream`).
+
+    Attributes:
+        status: the HTTP status.
+        headers: the answer's headers, lower-case names.
+    """
+
+    def __init__(self, conn: _Conn, status: int, headers: dict[str, str], timeout: float, what: str) -> None:
+        self._conn = conn
+        self.status = status
+        self.headers = headers
+        self._timeout = timeout
+        self._what = what
+
+    async def pieces(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive (see :func:`read_body`).
+
+        Raises:
+            ConnectionFailed: the stream broke (closed before its end, malformed) or one read stalled
+                past the timeout; the message names the method and path.
+        """
+        try:
+            async for piece in read_body(self._conn.reader, self.headers, self._timeout):
+                yield piece
+        except TimeoutError as exc:
+            raise ConnectionFailed(f"{self._what}: no data for {self._timeout:g} s", 0) from exc
+        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            raise ConnectionFailed(f"{self._what}: {type(exc).__name__}: {exc}", 0) from exc
+
+    async def read_all(self) -> bytes:
+        """The whole body.
+
+        Raises:
+            ConnectionFailed: as :meth:`pieces`.
+        """
+        return b"".join([piece async for piece in self.pieces()])
+
+    def close(self) -> None:
+        """Close the connection (the server sees the client hang up). Safe to call twice."""
+        self._conn.close()
