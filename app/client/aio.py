@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
@@ -167,9 +167,20 @@ class AsyncClient:
         """
         return await self.request("GET", path, params=params)
 
-    async def list(self, path: str, *, params: Params | None = None, limit: int = DEFAULT_PAGE_SIZE) -> ListResult:
+    async def list(
+        self,
+        path: str,
+        *,
+        params: Params | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> ListResult:
         """LIST a collection page by page (``limit``/``continue``, client-go's pager); a continue token
         that expired (410) restarts the list once without pagination.
+
+        ``transform`` is called on each item (an object) as its page arrives, before the next page is
+        asked for (client-go's informer ``TransformFunc``): what it drops is freed page by page instead
+        of after the whole list.
 
         Raises:
             NotFound, Forbidden: the collection does not exist (CRD not installed) or RBAC refuses it.
@@ -183,6 +194,10 @@ class AsyncClient:
                 if not pager.restart_if_expired():
                     raise
                 continue
+            if transform is not None:
+                for item in body.get("items") or ():
+                    if isinstance(item, dict):
+                        transform(item)
             pager.add_page(body)
         return pager.result
 

@@ -180,7 +180,7 @@ class _Reflector:
         """LIST every page of the collection and deliver it; False if it must be retried."""
         src = self.source
         try:
-            result = await src._client.list(self.path, limit=src.list_page_size)
+            result = await src._client.list(self.path, limit=src.list_page_size, transform=self.fill)
         except (NotFound, Forbidden) as exc:
             if self.missing_status != exc.status:
                 log.warning(
@@ -209,7 +209,7 @@ class _Reflector:
             self.missing_status = None
         self.rv = result.resource_version
         self.failures = 0
-        items = [self.fill(o) for o in result.items]
+        items = result.items  # each filled as its page arrived
         log.debug("listed %d %s at resourceVersion %s", len(items), self.kind, self.rv)
         src._deliver_replace(self.kind, items)
         return True
