@@ -1,8 +1,10 @@
 """The asynchronous Kubernetes API client (``httpx.AsyncClient``), for the scheduler service and the manager.
 
-One connection pool serves the long watches (one per watched kind) and every write, so writes and
-binds are awaited on the event loop with no worker-thread hop. Same requests, answers and errors
-as :class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
+Everything is awaited on the event loop with no worker-thread hop. Lists and writes share one httpx
+connection pool; the two calls the scheduler makes per pod, the Binding and the watch streams, go over
+the lean HTTP/1.1 client of :mod:`app.client.h1` (kept-alive connections for binds, one connection
+per watch), unless the configuration names a proxy. Same requests, answers and errors as
+:class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
 """
 
 from __future__ import annotations
