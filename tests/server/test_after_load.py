@@ -51,4 +51,3 @@ async def test_the_young_threshold_is_raised_only_once_the_load_is_in(restore_gc
     assert source.polls == 3
     assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, older, oldest)
     assert gc.get_freeze_count() > 0
-
