@@ -1,22 +1,29 @@
 """The asynchronous Kubernetes API client (``httpx.AsyncClient``), for the scheduler service and the manager.
 
-One connection pool serves the long watches (one per watched kind) and every write, so writes and
-binds are awaited on the event loop with no worker-thread hop. Same requests, answers and errors
-as :class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
+Everything is awaited on the event loop with no worker-thread hop. Lists and writes share one httpx
+connection pool; the two calls the scheduler makes per pod, the Binding and the watch streams, go over
+the lean HTTP/1.1 client of :mod:`app.client.h1` (kept-alive connections for binds, one connection
+per watch), unless the configuration names a proxy. Same requests, answers and errors as
+:class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import importlib.util
+import sys
+from collections.abc import AsyncGenerator, Callable
 from types import TracebackType
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import kubernetes.client
+import orjson
 
 from app.client import bodies
 from app.client.config import connection_settings, load_configuration
 from app.client.errors import ConnectionFailed, Gone, error_from_response
+from app.client.h1 import H1Pool
 from app.client.pager import DEFAULT_PAGE_SIZE, ListResult, Pager
 from app.client.watch import WatchEvent, decode_event, watch_params
 from app.client.wire import (
@@ -28,10 +35,18 @@ from app.client.wire import (
     build_request,
     connection_failed,
     decode_answer,
+    decode_object,
     http_options,
 )
 
 __all__ = ["AsyncClient"]
+
+# httpcore asks ``import sniffio`` for the running async library on every lock, event and
+# cancellation shield it makes (several per request). Without sniffio installed that import fails
+# each time after a search of sys.path (~0.1 ms per request). A ``None`` entry in sys.modules
+# makes the failing import immediate; httpcore then assumes asyncio, as it does anyway.
+if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+    sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 
 class AsyncClient:
@@ -69,6 +84,9 @@ class AsyncClient:
         self.timeout = float(timeout)
         self.max_connections = max_connections
         self._http = httpx.AsyncClient(**http_options(self.settings, max_connections, self.timeout))
+        # Binds and watch streams go over the lean HTTP/1.1 client (a fraction of httpx's CPU per
+        # request and per chunk); through a proxy they stay on httpx.
+        self._h1 = H1Pool(self.settings, max_idle=max_connections) if not self.settings.proxy else None
 
     @classmethod
     def from_config(
@@ -90,6 +108,8 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close the connection pool (open watch streams end). Safe to call twice."""
+        if self._h1 is not None:
+            await self._h1.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -149,9 +169,20 @@ class AsyncClient:
         """
         return await self.request("GET", path, params=params)
 
-    async def list(self, path: str, *, params: Params | None = None, limit: int = DEFAULT_PAGE_SIZE) -> ListResult:
+    async def list(
+        self,
+        path: str,
+        *,
+        params: Params | None = None,
+        limit: int = DEFAULT_PAGE_SIZE,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> ListResult:
         """LIST a collection page by page (``limit``/``continue``, client-go's pager); a continue token
         that expired (410) restarts the list once without pagination.
+
+        ``transform`` is called on each item (an object) as its page arrives, before the next page is
+        asked for (client-go's informer ``TransformFunc``): what it drops is freed page by page instead
+        of after the whole list.
 
         Raises:
             NotFound, Forbidden: the collection does not exist (CRD not installed) or RBAC refuses it.
@@ -165,6 +196,10 @@ class AsyncClient:
                 if not pager.restart_if_expired():
                     raise
                 continue
+            if transform is not None:
+                for item in body.get("items") or ():
+                    if isinstance(item, dict):
+                        transform(item)
             pager.add_page(body)
         return pager.result
 
@@ -190,12 +225,17 @@ class AsyncClient:
             ConnectionFailed: no answer, or the stream broke (no final chunk) or stalled past
                 ``timeout_seconds`` + 30 s. Otherwise as :meth:`request`.
         """
+        query = watch_params(resource_version, timeout_seconds, dict(params or {}))
+        if self._h1 is not None:
+            async for event in self._watch_h1(path, query, timeout_seconds + WATCH_READ_SLACK):
+                yield event
+            return
         req = build_request(
             self._http,
             self.settings,
             "GET",
             path,
-            params=watch_params(resource_version, timeout_seconds, dict(params or {})),
+            params=query,
             read_timeout=timeout_seconds + WATCH_READ_SLACK,
         )
         try:
@@ -209,18 +249,58 @@ class AsyncClient:
                 except httpx.HTTPError:
                     content = b""
                 raise error_from_response(resp.status_code, content, resp.headers.get("Retry-After"))
-            lines = resp.aiter_lines()
+            # Lines are split on the raw bytes and each is decoded once by orjson (no str round trip).
+            chunks = resp.aiter_bytes()
+            rest = b""
             while True:
                 try:
-                    line = await anext(lines)
+                    chunk = await anext(chunks)
                 except StopAsyncIteration:
-                    return
+                    break
                 except httpx.HTTPError as exc:
                     raise connection_failed(req, exc) from exc
-                if line.strip():
-                    yield decode_event(line)
+                if b"\n" not in chunk:
+                    rest += chunk
+                    continue
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield decode_event(line)
+            if rest.strip():
+                yield decode_event(rest)
         finally:
             await resp.aclose()
+
+    async def _watch_h1(
+        self, path: str, query: dict[str, str], read_timeout: float
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """:meth:`watch` over the lean HTTP/1.1 client (a connection of its own, closed at the end)."""
+        if not path.startswith("/"):
+            raise ValueError(f"API path must be absolute, got {path!r}")
+        assert self._h1 is not None
+        stream = await self._h1.open_stream("GET", f"{path}?{urlencode(query)}", timeout=read_timeout)
+        try:
+            if not 200 <= stream.status < 300:
+                try:
+                    content = await stream.read_all()
+                except ConnectionFailed:
+                    content = b""
+                raise error_from_response(stream.status, content, stream.headers.get("retry-after"))
+            rest = b""
+            async for piece in stream.pieces():
+                if b"\n" not in piece:
+                    rest += piece
+                    continue
+                lines = (rest + piece).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line.strip():
+                        yield decode_event(line)
+            if rest.strip():
+                yield decode_event(rest)
+        finally:
+            stream.close()
 
     async def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``; returns the created object.
@@ -265,9 +345,15 @@ class AsyncClient:
         """
         path, body = bodies.binding(namespace, name, uid, node)
         try:
-            await self.request("POST", path, body=body)
+            if self._h1 is None:
+                await self.request("POST", path, body=body)
+                return
+            answer = await self._h1.request("POST", path, orjson.dumps(body), timeout=self.timeout)
         except ConnectionFailed as exc:
             raise ConnectionFailed(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
+        if not 200 <= answer.status < 300:
+            raise error_from_response(answer.status, answer.content, answer.headers.get("retry-after"))
+        decode_object(f"POST {path}", answer.status, answer.content)
 
     async def evict(self, namespace: str, name: str, uid: str) -> None:
         """POST the policy/v1 ``Eviction`` of pod ``namespace/name`` with the uid precondition

@@ -131,6 +131,8 @@ def connection_settings(cfg: kubernetes.client.Configuration) -> ConnectionSetti
     """Derive the httpx settings of ``cfg`` (see :class:`ConnectionSettings`).
 
     The TLS files are read once here; credentials are read per request by :class:`ConfigurationAuth`.
+    The proxy ``cfg`` resolved for its host (``proxy-url``, or the proxy environment variables when
+    the kubernetes package read them) is pinned on ``cfg``: later host assignments keep it.
 
     Raises:
         kubernetes.config.ConfigException: the host is not an ``http``/``https`` URL, or the CA bundle,
@@ -147,6 +149,11 @@ def connection_settings(cfg: kubernetes.client.Configuration) -> ConnectionSetti
         except OSError as exc:  # ssl.SSLError included
             files = ", ".join(f for f in (cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file) if f)
             raise ConfigException(f"cannot load the TLS files of {host} ({files}): {exc}") from None
+    # Pin the proxy. The kubernetes package re-resolves a proxy taken from the environment each time
+    # the host is assigned, and the kubeconfig loader's refresh hook (run before every request by
+    # ConfigurationAuth) assigns it again: a scan of os.environ per request (~0.1 ms). The host never
+    # changes, so neither does its proxy; assigning it through the setter keeps today's value.
+    cfg.proxy = cfg.proxy
     return ConnectionSettings(
         base_url=host,
         verify=verify,

@@ -122,7 +122,17 @@ class _Reflector:
         await asyncio.sleep(delay)
 
     def fill(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Add ``kind`` and ``apiVersion`` when the server left them out (list items do)."""
+        """Add ``kind`` and ``apiVersion`` when the server left them out (list items do), and drop
+        ``metadata.managedFields``.
+
+        managedFields (server-side apply bookkeeping, often the largest part of a Pod or Node) is
+        read by nothing in the service: the cache, the plugins and the webhooks use labels,
+        annotations, ownerReferences and the rest of metadata, which stay. Dropping it on arrival
+        is what a client-go informer's ``TransformFunc`` is for (``SetTransform``).
+        """
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
         if "kind" not in obj:
             obj["kind"] = self.info.kind
         if "apiVersion" not in obj:
@@ -170,7 +180,7 @@ class _Reflector:
         """LIST every page of the collection and deliver it; False if it must be retried."""
         src = self.source
         try:
-            result = await src._client.list(self.path, limit=src.list_page_size)
+            result = await src._client.list(self.path, limit=src.list_page_size, transform=self.fill)
         except (NotFound, Forbidden) as exc:
             if self.missing_status != exc.status:
                 log.warning(
@@ -199,7 +209,7 @@ class _Reflector:
             self.missing_status = None
         self.rv = result.resource_version
         self.failures = 0
-        items = [self.fill(o) for o in result.items]
+        items = result.items  # each filled as its page arrived
         log.debug("listed %d %s at resourceVersion %s", len(items), self.kind, self.rv)
         src._deliver_replace(self.kind, items)
         return True

@@ -1,0 +1,486 @@
+"""Benchmark of the whole scheduling cycle: the service's CPU per pod, watch events included.
+
+What it measures
+    The real service (``create_app`` with :class:`app.sources.kubernetes.KubernetesSource`, one
+    uvicorn worker, httptools, uvloop) runs in its own process, reading a kubeconfig that points at
+    a fake kube-apiserver (``bench/fakeapi.py``) in a third process. The fake serves the LIST and
+    WATCH wire of every watched kind and holds the bench cluster of bench/extender.py (nodes with
+    managedFields, ~20 running pods per node, NodeMetrics). The driver (this process) then plays
+    kube-scheduler v1.26 for ``--pods`` small pods (the captured pod of
+    ``tests/fixtures/wire-samples/filter.json``, 100m / 64Mi):
+
+    1. all pods are created at once (the fake emits ``ADDED`` for each);
+    2. for each pod, one after the other on one kept-alive connection: ``POST /filter`` with
+       nodeCacheCapable bodies (``NodeNames``: as many nodes as kube-scheduler's
+       ``numFeasibleNodesToFind`` passes on, a rotating window), ``POST /prioritize`` over the
+       nodes the filter kept, ``POST /bind`` (``{PodName, PodNamespace, PodUID, Node}``) to the
+       best-scored node. The service POSTs the Binding to the fake, which emits ``MODIFIED``
+       (``spec.nodeName``) and, 2 ms later, the kubelet's ``MODIFIED`` (phase Running);
+    3. the driver waits until the service is idle again (every event applied).
+
+    ``cpu_ms_per_pod`` is the service process's CPU time (user + system, psutil) over steps 1-3
+    divided by the pods, minus its idle CPU over the same wall time (``idle_cpu_ms_per_s``, the
+    background loops). Wall latencies are what the driver observed per call. The watch phase then
+    has the fake emit ``--touches`` ``MODIFIED`` events on running pods (an annotation changes)
+    and reports the service's CPU per event and events applied per second (until idle).
+    ``filter_cpu_ms_per_call`` / ``prioritize_cpu_ms_per_call`` are the service's CPU per call of
+    each verb alone (500 calls each with the cycle's bodies, the watch quiet).
+    ``--memory`` instead loads ``--memory-nodes`` nodes (~20 pods each) and reports the service's
+    RSS once the load is in.
+
+Targets (issue 13): cpu_ms_per_pod <= 1.5 at 500 nodes, <= 2.0 at 1,000 nodes; bind p50 <= 3 ms;
+RSS <= 500 MB for 5,000 nodes / 100,000 pods.
+
+Run from the repository root::
+
+    PYTHONPATH=$PWD .venv/bin/python bench/cycle.py [--nodes 500] [--pods 1000] [--touches 5000]
+    PYTHONPATH=$PWD .venv/bin/python bench/cycle.py --memory [--memory-nodes 5000]
+    PYTHONPATH=$PWD .venv/bin/python bench/cycle.py --profile /tmp/cycle.prof   # cProfile of steps 1-3
+
+One JSON object is printed on stdout; a wrong answer exits non-zero with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+import orjson  # noqa: E402
+import psutil  # noqa: E402
+
+from bench.extender import HEADERS, BenchFailure, free_port, load_wire_pod  # noqa: E402
+from bench.fakeapi import serve as serve_fake  # noqa: E402
+
+#: Seconds to wait for the service's /readyz (the memory run lists 100k pods).
+READY_TIMEOUT_S = 900.0
+#: The service counts as idle once it used less than this CPU (seconds) over one poll window.
+IDLE_CPU_S = 0.003
+#: Seconds of one idle poll window.
+IDLE_WINDOW_S = 0.25
+
+
+def num_feasible_nodes_to_find(all_nodes: int) -> int:
+    """How many feasible nodes kube-scheduler v1.26 looks for before stopping (percentageOfNodesToScore
+    unset: adaptive 50 % - nodes/125, at least 5 %, at least 100 nodes); mirrors
+    pkg/scheduler/schedule_one.go ``numFeasibleNodesToFind``."""
+    if all_nodes < 100:
+        return all_nodes
+    pct = max(5, 50 - all_nodes // 125)
+    return max(100, all_nodes * pct // 100)
+
+
+# ---------------------------------------------------------------------------- processes
+def run_service(kubeconfig: str, port: int) -> None:
+    """Service process entry point: the app with the Kubernetes source under uvicorn.
+
+    SIGUSR1 starts a cProfile of the process, SIGUSR2 stops it and dumps the stats to
+    ``$CYCLE_PROFILE`` (a path).
+    """
+    import cProfile
+
+    import uvicorn
+
+    from app.server.app import create_app
+    from app.sources.kubernetes import KubernetesSource
+
+    prof = cProfile.Profile()
+
+    def start(*_: Any) -> None:
+        prof.enable()
+
+    def stop(*_: Any) -> None:
+        prof.disable()
+        prof.dump_stats(os.environ["CYCLE_PROFILE"])
+
+    signal.signal(signal.SIGUSR1, start)
+    signal.signal(signal.SIGUSR2, stop)
+    app = create_app(KubernetesSource(kubeconfig=kubeconfig))
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=port,
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def write_kubeconfig(directory: str, port: int) -> str:
+    """A kubeconfig for the fake at ``http://127.0.0.1:port`` (bearer token)."""
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "bench", "user": {"token": "bench-token"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "bench"}}],
+        "current-context": "fake",
+    }
+    path = os.path.join(directory, "kubeconfig")
+    Path(path).write_text(json.dumps(cfg))
+    return path
+
+
+class Stack:
+    """The fake API server and the service, each in its own (spawned) process."""
+
+    def __init__(self, nodes: int, seed: int, profile: str | None = None) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.tmp = tempfile.TemporaryDirectory(prefix="cycle-")
+        self.fake_port, self.port = free_port(), free_port()
+        ready = self.ctx.Event()
+        self.fake = self.ctx.Process(target=serve_fake, args=(self.fake_port, nodes, seed, ready), daemon=True)
+        self.fake.start()
+        if not ready.wait(600):
+            raise BenchFailure("the fake API server did not start")
+        if profile:
+            os.environ["CYCLE_PROFILE"] = profile
+        kubeconfig = write_kubeconfig(self.tmp.name, self.fake_port)
+        self.service = self.ctx.Process(target=run_service, args=(kubeconfig, self.port), daemon=True)
+        self.service.start()
+        assert self.service.pid is not None
+        self.proc = psutil.Process(self.service.pid)
+
+    def cpu(self) -> float:
+        """CPU seconds (user + system) the service process used so far."""
+        t = self.proc.cpu_times()
+        return float(t.user + t.system)
+
+    def rss(self) -> int:
+        """Resident set size of the service process, bytes."""
+        return int(self.proc.memory_info().rss)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        """Until the service's /readyz answers 200 and every watch is open.
+
+        Raises:
+            BenchFailure: a process died or the service was not ready in time.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.service.is_alive() or not self.fake.is_alive():
+                raise BenchFailure("the service or the fake API server exited (see stderr)")
+            try:
+                status, _ = get(self.port, "/readyz")
+                if status == 200 and self.fake_stats()["watchers"].get("/api/v1/pods"):
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise BenchFailure(f"service not ready after {timeout:.0f} s")
+
+    def fake_stats(self) -> dict[str, Any]:
+        """The fake's counters (events sent, binds, kubelet updates pending, open watches)."""
+        _, data = get(self.fake_port, "/bench/stats")
+        stats: dict[str, Any] = orjson.loads(data)
+        return stats
+
+    def wait_idle(self, timeout: float = 120.0) -> float:
+        """Until the service used less than :data:`IDLE_CPU_S` over one window; returns the monotonic
+        time at the start of that quiet window (when the work ended, within one window)."""
+        deadline = time.monotonic() + timeout
+        last, t_last = self.cpu(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(IDLE_WINDOW_S)
+            now, t_now = self.cpu(), time.monotonic()
+            if now - last < IDLE_CPU_S:
+                return t_last
+            last, t_last = now, t_now
+        raise BenchFailure("the service never became idle")
+
+    def idle_rate(self, seconds: float = 2.0) -> float:
+        """CPU seconds per second the idle service uses (expiry sweep, background plugins)."""
+        c0, t0 = self.cpu(), time.monotonic()
+        time.sleep(seconds)
+        return (self.cpu() - c0) / (time.monotonic() - t0)
+
+    def close(self) -> None:
+        """Stop the service (SIGINT: uvicorn shuts down) and the fake."""
+        if self.service.is_alive() and self.service.pid:
+            os.kill(self.service.pid, signal.SIGINT)
+            self.service.join(10)
+        for p in (self.service, self.fake):
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        self.tmp.cleanup()
+
+
+# ---------------------------------------------------------------------------- HTTP
+def get(port: int, path: str) -> tuple[int, bytes]:
+    """One GET on a fresh connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> tuple[int, bytes]:
+    """One POST on a kept-alive connection: (status, body)."""
+    conn.request("POST", path, body, HEADERS)
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def new_pods(count: int) -> list[dict[str, Any]]:
+    """``count`` copies of the captured pod as new pods to create (``cycle-<i>``, uid set by the fake)."""
+    template = load_wire_pod()
+    pods = []
+    for i in range(count):
+        pod = orjson.loads(orjson.dumps(template))
+        meta = pod["metadata"]
+        meta["name"] = f"cycle-{i}"
+        meta["uid"] = str(uuid.uuid4())
+        for key in ("resourceVersion", "creationTimestamp"):
+            meta.pop(key, None)
+        pod["spec"].pop("nodeName", None)
+        pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+        pods.append(pod)
+    return pods
+
+
+# ---------------------------------------------------------------------------- phases
+def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """Create ``pods`` and schedule each through filter -> prioritize -> bind; per-verb wall times.
+
+    Raises:
+        BenchFailure: a non-200 answer, an Error, or a pod that fits nowhere.
+    """
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    window = num_feasible_nodes_to_find(nodes)
+    times: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
+    fake = http.client.HTTPConnection("127.0.0.1", stack.fake_port, timeout=120)
+    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    perf = time.perf_counter
+    start = 0
+    try:
+        created: list[dict[str, Any]] = []
+        for i in range(0, len(pods), 200):  # created in parallel: the ADDED events arrive as a burst
+            status, data = post(fake, "/bench/create", orjson.dumps({"pods": pods[i : i + 200]}))
+            if status != 201:
+                raise BenchFailure(f"creating pods: HTTP {status}: {data[:200]!r}")
+            created += orjson.loads(data)["items"]
+        pods[:] = created  # kube-scheduler sends the pod as its informer holds it (resourceVersion and all)
+        for pod in pods:
+            candidates = [names[(start + k) % nodes] for k in range(window)]
+            start = (start + window) % nodes
+            t0 = perf()
+            status, data = post(conn, "/filter", orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": candidates}))
+            times["filter"].append(perf() - t0)
+            res = orjson.loads(data)
+            if status != 200 or res.get("Error") or not res.get("NodeNames"):
+                raise BenchFailure(f"/filter {pod['metadata']['name']}: HTTP {status}: {data[:300]!r}")
+            feasible = res["NodeNames"]
+            t0 = perf()
+            status, data = post(conn, "/prioritize", orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": feasible}))
+            times["prioritize"].append(perf() - t0)
+            if status != 200:
+                raise BenchFailure(f"/prioritize {pod['metadata']['name']}: HTTP {status}: {data[:300]!r}")
+            scores = orjson.loads(data)
+            best = max(scores, key=lambda e: e["Score"])["Host"] if scores else feasible[0]
+            meta = pod["metadata"]
+            body = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
+            t0 = perf()
+            status, data = post(conn, "/bind", orjson.dumps(body))
+            times["bind"].append(perf() - t0)
+            if status != 200 or orjson.loads(data).get("Error"):
+                raise BenchFailure(f"/bind {meta['name']} to {best}: HTTP {status}: {data[:300]!r}")
+    finally:
+        conn.close()
+        fake.close()
+    out = {}
+    for verb, values in times.items():
+        p50, p99 = np.percentile(np.array(values), [50, 99]) * 1000
+        out[verb] = {"p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3)}
+    out["candidates_per_filter"] = window
+    return out
+
+
+def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -> dict[str, float]:
+    """Service CPU (ms) per call of /filter and of /prioritize alone, ``calls`` each, with the bodies of
+    the cycle (the watch is quiet meanwhile). What remains of ``cpu_ms_per_pod`` is the bind and the
+    pod's watch events.
+
+    Raises:
+        BenchFailure: a non-200 answer.
+    """
+    names = [f"node-{i:05d}" for i in range(nodes)]
+    window = num_feasible_nodes_to_find(nodes)
+    bodies = [
+        orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": [names[(i * window + k) % nodes] for k in range(window)]})
+        for i, pod in enumerate(pods[:calls])
+    ]
+    out = {}
+    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    try:
+        for verb in ("filter", "prioritize"):
+            for body in bodies[:20]:  # warm the connection and the parse caches as the cycle did
+                post(conn, f"/{verb}", body)
+            stack.wait_idle()
+            c0 = stack.cpu()
+            for body in bodies:
+                status, data = post(conn, f"/{verb}", body)
+                if status != 200:
+                    raise BenchFailure(f"/{verb}: HTTP {status}: {data[:300]!r}")
+            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu() - c0) / len(bodies) * 1000, 3)
+    finally:
+        conn.close()
+    return out
+
+
+def check_applied(stack: Stack, pods: list[dict[str, Any]]) -> None:
+    """The service's cache holds the last pod as bound (its watch events were applied, not only assumed).
+
+    Raises:
+        BenchFailure: the pod is missing or still only assumed.
+    """
+    meta = pods[-1]["metadata"]
+    _, data = get(stack.fake_port, f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+    node = orjson.loads(data)["spec"].get("nodeName")
+    deadline = time.monotonic() + 30
+    while node and time.monotonic() < deadline:
+        info = orjson.loads(get(stack.port, f"/apis/v1/nodes/{node}")[1])
+        if any(p["uid"] == meta["uid"] for p in info["pods"]) and not info["assumedPods"]:
+            return
+        time.sleep(0.1)
+    raise BenchFailure(f"the service never applied the bind of {meta['name']} (node {node})")
+
+
+def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
+    """The cycle and watch phases at ``args.nodes`` nodes; the result object."""
+    stack = Stack(args.nodes, args.seed, args.profile)
+    try:
+        stack.wait_ready()
+        stack.wait_idle()
+        idle = stack.idle_rate()
+        pods = new_pods(args.pods)
+        sent0 = stack.fake_stats()["events_sent"]
+        if args.profile:
+            assert stack.service.pid is not None
+            os.kill(stack.service.pid, signal.SIGUSR1)
+        c0, t0 = stack.cpu(), time.monotonic()
+        verbs = drive(stack, args.nodes, pods)
+        while stack.fake_stats()["pending_kubelet"]:
+            time.sleep(0.01)
+        t1 = stack.wait_idle()
+        cpu = stack.cpu() - c0 - IDLE_CPU_S  # the quiet window's own CPU is (at most) IDLE_CPU_S
+        if args.profile:
+            assert stack.service.pid is not None
+            os.kill(stack.service.pid, signal.SIGUSR2)
+            time.sleep(1.0)
+        wall = t1 - t0
+        events = stack.fake_stats()["events_sent"] - sent0
+        check_applied(stack, pods)
+        cpu_net = max(0.0, cpu - idle * wall)
+
+        split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500))
+        stack.wait_idle()
+        c0, t0 = stack.cpu(), time.monotonic()
+        status, data = post(
+            http.client.HTTPConnection("127.0.0.1", stack.fake_port, timeout=120),
+            "/bench/touch",
+            orjson.dumps({"count": args.touches}),
+        )
+        if status != 200:
+            raise BenchFailure(f"touch: HTTP {status}")
+        touched = orjson.loads(data)["touched"]
+        t1 = stack.wait_idle()
+        wcpu = stack.cpu() - c0 - IDLE_CPU_S
+        wwall = max(1e-6, t1 - t0)
+    finally:
+        stack.close()
+    return {
+        "nodes": args.nodes,
+        "pods": args.pods,
+        "cpu_ms_per_pod": round(cpu_net / args.pods * 1000, 3),
+        "cpu_ms_per_pod_raw": round(cpu / args.pods * 1000, 3),
+        "idle_cpu_ms_per_s": round(idle * 1000, 3),
+        "wall_s": round(wall, 3),
+        "watch_events_per_pod": round(events / args.pods, 2),
+        **verbs,
+        **split,
+        "watch": {
+            "events": touched,
+            "cpu_us_per_event": round(max(0.0, wcpu - idle * wwall) / max(1, touched) * 1e6, 1),
+            "events_per_second": round(touched / wwall, 1),
+        },
+    }
+
+
+def run_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Load ``args.memory_nodes`` nodes (~20 pods each) through LIST; the service's RSS once loaded."""
+    stack = Stack(args.memory_nodes, args.seed)
+    try:
+        t0 = time.monotonic()
+        stack.wait_ready()
+        loaded = time.monotonic() - t0
+        stack.wait_idle(timeout=300)
+        rss = stack.rss()
+        _, data = get(stack.port, "/metrics")
+        pods = None
+        for line in data.decode().splitlines():
+            if line.startswith('koord_cache_objects{kind="Pod"}'):
+                pods = int(float(line.split()[-1]))
+    finally:
+        stack.close()
+    return {
+        "memory": {
+            "nodes": args.memory_nodes,
+            "pods_in_cache": pods,
+            "rss_mb": round(rss / 1e6, 1),
+            "load_s": round(loaded, 1),
+        }
+    }
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line flags."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--nodes", type=int, default=500, help="nodes of the cycle run (default 500)")
+    p.add_argument("--pods", type=int, default=1000, help="pods scheduled (default 1000)")
+    p.add_argument("--touches", type=int, default=5000, help="MODIFIED events of the watch phase (default 5000)")
+    p.add_argument("--memory", action="store_true", help="measure RSS of a big load instead")
+    p.add_argument("--memory-nodes", type=int, default=5000, help="nodes of the memory run (default 5000)")
+    p.add_argument("--profile", help="write a cProfile of the cycle phase (service process) to this path")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    args = p.parse_args(argv)
+    for flag in ("nodes", "pods", "touches", "memory_nodes"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be >= 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: print the result JSON; exit 1 with the reason on a failure."""
+    args = parse_args(argv)
+    try:
+        result = run_memory(args) if args.memory else run_cycle(args)
+    except BenchFailure as exc:
+        print(f"bench failed: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Smoke test of bench/cycle.py at tiny sizes: it runs, exits 0 and prints the documented JSON.
+
+Not a timed test: CPU and latencies depend on the machine, so only the shape, the event count per
+pod (created, bound, running: three watch events) and positivity are checked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "bench" / "cycle.py"
+
+
+def run(*args: str) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, timeout=300, check=False, env=env
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return orjson.loads(proc.stdout)
+
+
+def test_cycle_bench_prints_result_json() -> None:
+    result = run("--nodes", "120", "--pods", "30", "--touches", "200")
+    assert result["nodes"] == 120 and result["pods"] == 30
+    assert result["candidates_per_filter"] == 100  # kube-scheduler's minimum of feasible nodes to find
+    assert result["cpu_ms_per_pod"] > 0 and result["cpu_ms_per_pod_raw"] >= result["cpu_ms_per_pod"]
+    assert result["watch_events_per_pod"] == 3.0  # ADDED, MODIFIED (bound), MODIFIED (Running)
+    for verb in ("filter", "prioritize", "bind"):
+        assert set(result[verb]) == {"p50_ms", "p99_ms"}
+        assert 0 < result[verb]["p50_ms"] <= result[verb]["p99_ms"]
+    assert result["filter_cpu_ms_per_call"] > 0 and result["prioritize_cpu_ms_per_call"] > 0
+    assert result["watch"]["events"] == 200
+    assert result["watch"]["events_per_second"] > 0
+
+
+def test_cycle_bench_memory_mode() -> None:
+    result = run("--memory", "--memory-nodes", "50")
+    mem = result["memory"]
+    assert mem["nodes"] == 50
+    assert mem["rss_mb"] > 10
+    assert 50 * 16 <= mem["pods_in_cache"] <= 50 * 24  # 16-24 running pods per node, all listed
