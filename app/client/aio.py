@@ -2,7 +2,7 @@
 
 Everything is awaited on the event loop with no worker-thread hop. Lists and writes share one httpx
 connection pool; the two calls the scheduler makes per pod, the Binding and the watch streams, go over
-the lean HTTP/1.1 client of :mod:`app.client.h1` (kept-alive connections for binds, one connection
+aiohttp through :mod:`app.client.lane` (kept-alive connections for binds, one connection
 per watch), unless the configuration names a proxy. Same requests, answers and errors as
 :class:`app.client.sync.Client` (both build on :mod:`app.client.wire`), plus :meth:`AsyncClient.watch`.
 """
@@ -23,7 +23,7 @@ import orjson
 from app.client import bodies
 from app.client.config import connection_settings, load_configuration
 from app.client.errors import ConnectionFailed, Gone, error_from_response
-from app.client.h1 import H1Pool
+from app.client.lane import Lane
 from app.client.pager import DEFAULT_PAGE_SIZE, ListResult, Pager
 from app.client.watch import WatchEvent, decode_event, watch_params
 from app.client.wire import (
@@ -84,9 +84,9 @@ class AsyncClient:
         self.timeout = float(timeout)
         self.max_connections = max_connections
         self._http = httpx.AsyncClient(**http_options(self.settings, max_connections, self.timeout))
-        # Binds and watch streams go over the lean HTTP/1.1 client (a fraction of httpx's CPU per
+        # Binds and watch streams go over aiohttp (app/client/lane.py: a third of httpx's CPU per
         # request and per chunk); through a proxy they stay on httpx.
-        self._h1 = H1Pool(self.settings, max_idle=max_connections) if not self.settings.proxy else None
+        self._lane = Lane(self.settings, max_idle=max_connections) if not self.settings.proxy else None
 
     @classmethod
     def from_config(
@@ -108,8 +108,8 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close the connection pool (open watch streams end). Safe to call twice."""
-        if self._h1 is not None:
-            await self._h1.aclose()
+        if self._lane is not None:
+            await self._lane.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -226,8 +226,8 @@ class AsyncClient:
                 ``timeout_seconds`` + 30 s. Otherwise as :meth:`request`.
         """
         query = watch_params(resource_version, timeout_seconds, dict(params or {}))
-        if self._h1 is not None:
-            async for event in self._watch_h1(path, query, timeout_seconds + WATCH_READ_SLACK):
+        if self._lane is not None:
+            async for event in self._watch_lane(path, query, timeout_seconds + WATCH_READ_SLACK):
                 yield event
             return
         req = build_request(
@@ -272,14 +272,14 @@ class AsyncClient:
         finally:
             await resp.aclose()
 
-    async def _watch_h1(
+    async def _watch_lane(
         self, path: str, query: dict[str, str], read_timeout: float
     ) -> AsyncGenerator[WatchEvent, None]:
-        """:meth:`watch` over the lean HTTP/1.1 client (a connection of its own, closed at the end)."""
+        """:meth:`watch` over the lane (a connection of its own, closed at the end)."""
         if not path.startswith("/"):
             raise ValueError(f"API path must be absolute, got {path!r}")
-        assert self._h1 is not None
-        stream = await self._h1.open_stream("GET", f"{path}?{urlencode(query)}", timeout=read_timeout)
+        assert self._lane is not None
+        stream = await self._lane.open_stream("GET", f"{path}?{urlencode(query)}", timeout=read_timeout)
         try:
             if not 200 <= stream.status < 300:
                 try:
@@ -345,10 +345,10 @@ class AsyncClient:
         """
         path, body = bodies.binding(namespace, name, uid, node)
         try:
-            if self._h1 is None:
+            if self._lane is None:
                 await self.request("POST", path, body=body)
                 return
-            answer = await self._h1.request("POST", path, orjson.dumps(body), timeout=self.timeout)
+            answer = await self._lane.request("POST", path, orjson.dumps(body), timeout=self.timeout)
         except ConnectionFailed as exc:
             raise ConnectionFailed(f"binding pod {namespace}/{name} to {node} failed: {exc}") from exc
         if not 200 <= answer.status < 300:

@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 pool (app/client/h1.py) that carries binds: answers, reuse, failures, TLS."""
+"""The lane (app/client/lane.py, aiohttp) that carries binds and watches: answers, reuse, failures, TLS."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from app.client.aio import AsyncClient
 from app.client.config import connection_settings, load_configuration
 from app.client.errors import Conflict, ConnectionFailed, NotFound
-from app.client.h1 import H1Pool
+from app.client.lane import Lane
 from tests.client.conftest import TOKEN, write_kubeconfig
 from tests.client.fake_apiserver import FakeAPIServer
 from tests.client.test_config import PKI
@@ -46,11 +46,11 @@ async def test_bind_goes_over_one_kept_alive_connection_with_the_token(fake: Fak
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def serve(handler: Handler) -> tuple[asyncio.Server, H1Pool]:
+async def serve(handler: Handler) -> tuple[asyncio.Server, Lane]:
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    cfg = load_configuration(write_kubeconfig(Path(f"/tmp/h1-kubeconfig-{port}"), f"http://127.0.0.1:{port}"))
-    return server, H1Pool(connection_settings(cfg))
+    cfg = load_configuration(write_kubeconfig(Path(f"/tmp/lane-kubeconfig-{port}"), f"http://127.0.0.1:{port}"))
+    return server, Lane(connection_settings(cfg))
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:
@@ -96,11 +96,11 @@ async def test_an_answer_cut_short_or_no_server_is_connection_failed() -> None:
 
     server, pool = await serve(handler)
     async with server:
-        with pytest.raises(ConnectionFailed, match="POST /x: IncompleteReadError"):
+        with pytest.raises(ConnectionFailed, match="POST /x: ClientPayloadError"):
             await pool.request("POST", "/x", b"{}")
     server.close()
     await server.wait_closed()
-    with pytest.raises(ConnectionFailed, match="POST /x: ConnectionRefusedError"):
+    with pytest.raises(ConnectionFailed, match="POST /x: ClientConnectorError"):
         await pool.request("POST", "/x", b"{}")
 
 
