@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
@@ -25,7 +25,7 @@ from app.client.config import connection_settings, load_configuration
 from app.client.errors import ConnectionFailed, Gone, error_from_response
 from app.client.lane import Lane
 from app.client.pager import DEFAULT_PAGE_SIZE, ListResult, Pager
-from app.client.watch import WatchEvent, decode_event, watch_params
+from app.client.watch import WatchEvent, decode_stream, watch_params
 from app.client.wire import (
     JSON,
     MERGE_PATCH,
@@ -250,25 +250,8 @@ class AsyncClient:
                     content = b""
                 raise error_from_response(resp.status_code, content, resp.headers.get("Retry-After"))
             # Lines are split on the raw bytes and each is decoded once by orjson (no str round trip).
-            chunks = resp.aiter_bytes()
-            rest = b""
-            while True:
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-                except httpx.HTTPError as exc:
-                    raise connection_failed(req, exc) from exc
-                if b"\n" not in chunk:
-                    rest += chunk
-                    continue
-                lines = (rest + chunk).split(b"\n")
-                rest = lines.pop()
-                for line in lines:
-                    if line.strip():
-                        yield decode_event(line)
-            if rest.strip():
-                yield decode_event(rest)
+            async for event in decode_stream(_chunks(resp, req)):
+                yield event
         finally:
             await resp.aclose()
 
@@ -287,18 +270,8 @@ class AsyncClient:
                 except ConnectionFailed:
                     content = b""
                 raise error_from_response(stream.status, content, stream.headers.get("retry-after"))
-            rest = b""
-            async for piece in stream.pieces():
-                if b"\n" not in piece:
-                    rest += piece
-                    continue
-                lines = (rest + piece).split(b"\n")
-                rest = lines.pop()
-                for line in lines:
-                    if line.strip():
-                        yield decode_event(line)
-            if rest.strip():
-                yield decode_event(rest)
+            async for event in decode_stream(stream.pieces()):
+                yield event
         finally:
             stream.close()
 
@@ -365,3 +338,16 @@ class AsyncClient:
         """
         path, body = bodies.eviction(namespace, name, uid)
         await self.request("POST", path, body=body)
+
+
+async def _chunks(resp: httpx.Response, req: httpx.Request) -> AsyncIterator[bytes]:
+    """The body of a streamed httpx answer as it arrives; a broken stream is ``ConnectionFailed``."""
+    chunks = resp.aiter_bytes()
+    while True:
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return
+        except httpx.HTTPError as exc:
+            raise connection_failed(req, exc) from exc
+        yield chunk

@@ -8,6 +8,7 @@ a line that cannot be decoded ends the stream with an error, as client-go's deco
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +16,7 @@ import orjson
 
 from app.client.errors import InvalidResponse
 
-__all__ = ["WatchEvent", "decode_event", "watch_params"]
+__all__ = ["WatchEvent", "decode_event", "decode_stream", "watch_params"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,28 @@ def decode_event(line: str | bytes) -> WatchEvent:
         text = line[:120] if isinstance(line, str) else bytes(line[:120]).decode("utf-8", "replace")
         raise InvalidResponse(f"unable to decode an event from the watch stream: {text!r}", 200)
     return WatchEvent(ev["type"], ev["object"])
+
+
+async def decode_stream(pieces: AsyncIterable[bytes]) -> AsyncIterator[WatchEvent]:
+    """The events of a watch stream's body, given in pieces as they arrive: the bytes are split into
+    lines (blank lines skipped) and each line is decoded once (:func:`decode_event`); a last line
+    without a newline is decoded when the stream ends.
+
+    Raises:
+        InvalidResponse: a line cannot be decoded. Whatever iterating ``pieces`` raises.
+    """
+    rest = b""
+    async for piece in pieces:
+        if b"\n" not in piece:
+            rest += piece
+            continue
+        lines = (rest + piece).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield decode_event(line)
+    if rest.strip():
+        yield decode_event(rest)
 
 
 def watch_params(

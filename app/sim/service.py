@@ -4,7 +4,7 @@
 port (uvloop and httptools when installed, as ``koord scheduler`` does), waits for ``/readyz``, and
 offers :meth:`InProcessService.call` to run a coroutine or function on the server's event loop
 (source writes and cache reads must happen there) plus one keep-alive httpx client (over
-:class:`~app.sim.transport.KeepAliveTransport`) and, for the verb loop, a bare
+:class:`~app.sim.transport.KeepAliveTransport`) and, for the verb loop, an
 :class:`~app.sim.transport.HttpPoster` on its own connection.
 """
 

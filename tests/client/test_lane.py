@@ -102,6 +102,7 @@ async def test_an_answer_cut_short_or_no_server_is_connection_failed() -> None:
     await server.wait_closed()
     with pytest.raises(ConnectionFailed, match="POST /x: ClientConnectorError"):
         await pool.request("POST", "/x", b"{}")
+    await pool.aclose()
 
 
 async def test_a_silent_server_times_out() -> None:
