@@ -40,11 +40,13 @@ class ServiceError(RuntimeError):
     """The in-process service did not start (or died)."""
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def listening_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1 and kept open for the server: choosing a port and
+    binding it later raced with the other runs of a parallel sweep (``address already in use``)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class InProcessService:
@@ -65,13 +67,16 @@ class InProcessService:
         self.source = SimSource(self._tmp.name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.app = create_app(self.source, config, background=[self._capture_loop])
-        self.port = free_port()
+        self._socket = listening_socket()
+        self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, loop=loop, http=http
         )
         self.server = uvicorn.Server(cfg)
-        self.thread = threading.Thread(target=self.server.run, name="koord-sim-server", daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self._socket]}, name="koord-sim-server", daemon=True
+        )
         self.client = httpx.Client(
             base_url=self.url,
             headers={"Content-Type": "application/json"},
@@ -116,6 +121,7 @@ class InProcessService:
         self.server.should_exit = True
         if self.thread.is_alive():
             self.thread.join(timeout=15)
+        self._socket.close()
         self._tmp.cleanup()
 
     def call(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
