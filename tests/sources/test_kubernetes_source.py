@@ -554,8 +554,11 @@ async def test_bind(fake: FakeAPIServer, sink: RecordingSink, make_source: Calla
 
 async def test_bind_connection_error(tmp_path: Path) -> None:
     src = KubernetesSource((), kubeconfig=write_kubeconfig(tmp_path, free_port()))
-    with pytest.raises(ConnectionFailed, match="default/p1"):
-        await src.bind("default", "p1", "uid-p1", "n2")
+    try:
+        with pytest.raises(ConnectionFailed, match="default/p1"):
+            await src.bind("default", "p1", "uid-p1", "n2")
+    finally:
+        await src.stop()  # closes the client and its connection pools
 
 
 async def test_stop_is_prompt_with_open_watches(
