@@ -18,7 +18,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.routing import APIRoute
 
 from app.cache.snapshot import DEFAULT_ASSUMED_POD_TTL, ClusterCache
 from app.framework.config import SchedulerConfig, default_config
@@ -31,7 +30,7 @@ from app.server import extender_routes, health_routes, inspect_routes
 from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
-from app.server.extender_routes import VerbFastPath
+from app.server.extender_routes import VERBS, VerbFastPath
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
@@ -215,8 +214,7 @@ def create_app(
     if serves_webhooks(role):
         install_webhooks(app, hooks, app.state.webhook_context)
     if client_auth is not None:
-        extender_paths = [route.path for route in extender_routes.router.routes if isinstance(route, APIRoute)]
-        rules = client_auth.rules(extender_paths, [hook.path for hook in hooks])
+        rules = client_auth.rules(VERBS, [hook.path for hook in hooks])
         app.add_middleware(ClientAuthMiddleware, rules=rules)
     return app
 

@@ -39,6 +39,29 @@ class Sink:
 NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: %s}\nstatus: {allocatable: {cpu: '4'}}\n"
 
 
+@contextlib.asynccontextmanager
+async def _started(
+    path: Path, *, poll_interval: float = 0.02, restamp_interval: float = 0
+) -> AsyncIterator[tuple[FileSource, Sink]]:
+    """A file source on ``path`` (polling every 20 ms, no re-stamping, unless told), started into a fresh
+    Sink, stopped afterwards."""
+    src = FileSource(path, poll_interval=poll_interval, restamp_interval=restamp_interval)
+    sink = Sink()
+    await src.start(sink)
+    try:
+        yield src, sink
+    finally:
+        await src.stop()
+
+
+async def _poll_until(src: FileSource, sink: Sink, done: Any, what: str) -> None:
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        if done():
+            return
+    raise AssertionError(f"timed out waiting for {what}; nodes now {sorted(sink.objects.get('Node', {}))}")
+
+
 def test_single_multidoc_and_list_forms(tmp_path: Path) -> None:
     (tmp_path / "a.yaml").write_text(NODE % "n1" + "---\n" + NODE % "n2")
     (tmp_path / "b.yml").write_text(
@@ -105,10 +128,7 @@ async def test_annotated_node_metric_without_update_time_is_restamped(tmp_path: 
         f"metadata: {{name: n1, annotations: {{{ANNOTATION_STAMP_UPDATE_TIME}: 'true'}}}}\n"
         "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
     )
-    src = FileSource(tmp_path, poll_interval=0, restamp_interval=0.05)
-    sink = Sink()
-    await src.start(sink)
-    try:
+    async with _started(tmp_path, poll_interval=0, restamp_interval=0.05) as (_, sink):
         first = sink.objects["NodeMetric"]["n1"]["status"]["updateTime"]
         assert first.endswith("Z")
         for _ in range(50):
@@ -116,8 +136,6 @@ async def test_annotated_node_metric_without_update_time_is_restamped(tmp_path: 
             if sink.events:
                 break
         assert sink.events and sink.events[0].kind == "NodeMetric"
-    finally:
-        await src.stop()
 
 
 async def test_node_metric_without_update_time_stays_without(tmp_path: Path) -> None:
@@ -129,16 +147,11 @@ async def test_node_metric_without_update_time_stays_without(tmp_path: Path) -> 
         f"metadata: {{name: n2, annotations: {{{ANNOTATION_STAMP_UPDATE_TIME}: 'false'}}}}\n"
         "status: {nodeMetric: {nodeUsage: {resources: {cpu: '1'}}}}\n"
     )
-    src = FileSource(tmp_path, poll_interval=0, restamp_interval=0.05)
-    sink = Sink()
-    await src.start(sink)
-    try:
+    async with _started(tmp_path, poll_interval=0, restamp_interval=0.05) as (_, sink):
         await asyncio.sleep(0.15)
         for name in ("n1", "n2"):
             assert "updateTime" not in sink.objects["NodeMetric"][name]["status"]
         assert sink.events == []  # nothing re-stamped
-    finally:
-        await src.stop()
 
 
 async def test_bind_records_and_delivers(tmp_path: Path) -> None:
@@ -158,26 +171,6 @@ async def test_bind_records_and_delivers(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match='pods "q" not found'):
         await src.bind("d", "q", "", "n1")
     await src.stop()
-
-
-@contextlib.asynccontextmanager
-async def _started(path: Path) -> AsyncIterator[tuple[FileSource, Sink]]:
-    """A file source on ``path`` polling every 20 ms, started into a fresh Sink, stopped afterwards."""
-    src = FileSource(path, poll_interval=0.02, restamp_interval=0)
-    sink = Sink()
-    await src.start(sink)
-    try:
-        yield src, sink
-    finally:
-        await src.stop()
-
-
-async def _poll_until(src: FileSource, sink: Sink, done: Any, what: str) -> None:
-    for _ in range(200):
-        await asyncio.sleep(0.02)
-        if done():
-            return
-    raise AssertionError(f"timed out waiting for {what}; nodes now {sorted(sink.objects.get('Node', {}))}")
 
 
 @pytest.mark.parametrize(
