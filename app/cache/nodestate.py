@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.api.jsonbytes import decode_object, encode_object
 from app.api.quantity import QuantityError, parse_resource_list
 
 
@@ -18,7 +19,9 @@ class NodeState:
 
     Attributes:
         name: ``metadata.name``.
-        obj: the Node object as received (JSON-shaped dict).
+        raw: the Node object as received, as compact JSON bytes (:mod:`app.api.jsonbytes`; a
+            decoded Node is ~8 KB of Python objects, read only by the manager's controllers); read
+            it decoded through :attr:`obj`.
         labels, annotations: metadata maps.
         allocatable: ``status.allocatable`` as internal integers (cpu milli, others base units).
         requested: summed requests of the non-terminated pods on the node, assumed ones included.
@@ -27,7 +30,7 @@ class NodeState:
     """
 
     name: str
-    obj: dict[str, Any]
+    raw: bytes
     labels: dict[str, str]
     annotations: dict[str, str]
     allocatable: dict[str, int]
@@ -35,12 +38,19 @@ class NodeState:
     pods: set[str] = field(default_factory=set)
     row: int = -1
 
+    @property
+    def obj(self) -> dict[str, Any]:
+        """The Node object as received, decoded afresh on each read (a copy: edits do not reach the cache)."""
+        decoded: dict[str, Any] = decode_object(self.raw)
+        return decoded
+
 
 def parse_node(obj: Any) -> NodeState:
     """Parse a v1 Node (JSON-shaped dict) into a :class:`NodeState` with empty accounting.
 
     Raises:
-        NodeError: not shaped like a Node, or an allocatable quantity is invalid.
+        NodeError: not shaped like a Node, an allocatable quantity is invalid, or it holds a value
+            JSON cannot carry.
     """
     if not isinstance(obj, dict):
         raise NodeError(f"Node: expected an object, got {type(obj).__name__}")
@@ -59,4 +69,8 @@ def parse_node(obj: Any) -> NodeState:
         allocatable = parse_resource_list(status.get("allocatable"), field=f"Node {name} status.allocatable")
     except QuantityError as exc:
         raise NodeError(str(exc)) from None
-    return NodeState(name=name, obj=obj, labels=labels, annotations=annotations, allocatable=allocatable)
+    try:
+        raw = encode_object(obj)
+    except TypeError as exc:
+        raise NodeError(f"Node {name}: {exc}") from None
+    return NodeState(name=name, raw=raw, labels=labels, annotations=annotations, allocatable=allocatable)

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from app.api.kinds import object_key
+from app.cache.encodedobjects import EncodedObjects, UnencodableObject
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeError, NodeState, parse_node
 from app.cache.nodetable import NodeTable
@@ -29,6 +30,9 @@ from app.cache.quantityfields import ObjectQuantityError, check_quantities
 from app.sources.events import Event, EventType
 
 log = logging.getLogger(__name__)
+
+#: Kinds stored encoded (:class:`EncodedObjects`): big, and read after their event only off the hot path.
+ENCODED_KINDS = frozenset({"NodeMetric"})
 
 #: kube-scheduler's default time to keep an assumed pod that no watch event confirmed.
 DEFAULT_ASSUMED_POD_TTL = 15 * 60.0
@@ -75,8 +79,10 @@ class ClusterCache:
         self.table = NodeTable()
         self.nodes: dict[str, NodeState] = {}
         self.pods: dict[str, PodInfo] = {}
-        self.pod_objects: dict[str, dict[str, Any]] = {}
-        self.objects: dict[str, dict[str, dict[str, Any]]] = {}
+        #: Raw Pod objects by uid, kept as JSON bytes (each read decodes a fresh copy).
+        self.pod_objects = EncodedObjects()
+        #: Other kinds by kind, then ``[namespace/]name``; :data:`ENCODED_KINDS` are kept as JSON bytes.
+        self.objects: dict[str, MutableMapping[str, dict[str, Any]]] = {}
         self.assumed: dict[str, AssumedPod] = {}
         self.assumed_pod_ttl = assumed_pod_ttl
         self.clock = clock
@@ -114,7 +120,7 @@ class ClusterCache:
                 self._apply_pod(event.type, event.obj)
             else:
                 self._apply_object(event.kind, event.type, event.obj)
-        except (NodeError, PodError, ObjectQuantityError) as exc:
+        except (NodeError, PodError, ObjectQuantityError, UnencodableObject) as exc:
             self._reject(event.kind, object_key(event.obj) if isinstance(event.obj, dict) else "?", exc)
 
     def _reject(self, kind: str, key: str, exc: BaseException) -> None:
@@ -134,8 +140,9 @@ class ClusterCache:
             except Exception as exc:  # a plugin's own parse failed: that plugin skips the object
                 self._reject(kind, f"{key} ({type(listener).__name__})", exc)
 
-    def replace(self, kind: str, objects: list[dict[str, Any]]) -> None:
-        """Make the cache hold exactly ``objects`` of ``kind`` (deleting the rest), as after a relist."""
+    def replace(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
+        """Make the cache hold exactly ``objects`` of ``kind`` (deleting the rest), as after a relist.
+        ``objects`` is iterated once."""
         keep: set[str] = set()
         for obj in objects:
             if kind == "Pod":
@@ -146,7 +153,7 @@ class ClusterCache:
         if kind == "Node":
             gone = [n for n in self.nodes if n not in keep]
             for name in gone:
-                self._apply_node(EventType.DELETED, self.nodes[name].obj)
+                self._apply_node(EventType.DELETED, {"metadata": {"name": name}})
         elif kind == "Pod":
             for uid in [u for u in self.pods if u not in keep]:
                 self._delete_pod(uid)
@@ -211,13 +218,13 @@ class ClusterCache:
             return
         new = parse_pod(obj)
         new.uid = uid
+        self.pod_objects[uid] = obj  # encoded before anything changes: an unencodable object is refused whole
         assumed = self.assumed.get(uid)
         if assumed is not None:
             if new.node_name:
                 del self.assumed[uid]  # confirmed by the watch
             else:
                 new = replace(new, node_name=assumed.node)  # not yet observed bound: keep our assumption
-        self.pod_objects[uid] = obj
         self._set_pod(uid, new)
 
     def _set_pod(self, uid: str, new: PodInfo | None) -> None:
@@ -265,7 +272,9 @@ class ClusterCache:
     # ----------------------------------------------------------------- other kinds
     def _apply_object(self, kind: str, etype: EventType, obj: dict[str, Any]) -> None:
         key = object_key(obj)
-        store = self.objects.setdefault(kind, {})
+        store = self.objects.get(kind)
+        if store is None:
+            store = self.objects[kind] = EncodedObjects() if kind in ENCODED_KINDS else {}
         if etype == EventType.DELETED:
             if store.pop(key, None) is None:
                 return

@@ -15,6 +15,7 @@ from app.sim.policies import builtin_policy
 from app.sim.run import SimResult, Simulation
 from app.sim.service import InProcessService
 from app.sim.workload import EventKind
+from app.sources.events import Event, EventType
 
 
 @pytest.fixture
@@ -45,10 +46,11 @@ def test_slice_runs_with_consistent_accounting(trace: Trace) -> None:
         # the checker catches an over-allocated GPU
         node = next(n for n in trace.nodes if n.gpu)
         uid = next(u for u, p in cache.pods.items() if p.node_name == node.name and p.requests.get("nvidia.com/gpu"))
-        obj = cache.pod_objects[uid]
+        obj = cache.pod_objects[uid]  # a copy: the cache changes only through an event
         obj["metadata"]["annotations"]["scheduling.koordinator.sh/device-allocated"] = (
             '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"300"}}]}'
         )
+        service.read(lambda: cache.apply(Event("Pod", EventType.MODIFIED, obj)))
         problems = service.read(lambda: check_allocations(cache, sim.rows, sim.gpus))
         assert any("above 1000" in p for p in problems)
         assert any("annotation allocates 300 gpu-core in total" in p for p in problems)

@@ -1,0 +1,100 @@
+"""Raw Pods, Nodes and NodeMetrics are kept as compact JSON bytes: small, read back as fresh copies,
+and an object JSON cannot carry is refused alone (log line, metric) while the rest keeps flowing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any
+
+import pytest
+import yaml
+
+from app.api.jsonbytes import decode_object, encode_object
+from app.cache.encodedobjects import EncodedObjects, UnencodableObject
+from app.cache.snapshot import ClusterCache
+from app.sources.events import Event, EventType
+
+
+def pod(name: str, node: str = "n1", **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", **extra},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def node(name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, **extra},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+def test_encoded_bytes_are_exact_size() -> None:
+    data = encode_object({"a": "x" * 600})
+    # orjson's own bytes keep a 4 KB buffer; the stored copy is its length plus the bytes header
+    assert sys.getsizeof(data) < len(data) + 64
+
+
+def test_reads_are_fresh_copies() -> None:
+    store = EncodedObjects()
+    store["k"] = {"metadata": {"labels": {"a": "1"}}}
+    got = store["k"]
+    got["metadata"]["labels"]["a"] = "changed"
+    assert store["k"] == {"metadata": {"labels": {"a": "1"}}}
+    assert store.get("missing") is None and "k" in store and len(store) == 1 and list(store) == ["k"]
+    del store["k"]
+    with pytest.raises(KeyError):
+        store["k"]
+
+
+def test_yaml_timestamps_read_back_as_rfc3339_strings() -> None:
+    loaded = yaml.safe_load("creationTimestamp: 2024-05-01T10:00:00Z\nnaive: 2024-05-01 10:00:00\n")
+    assert isinstance(loaded["creationTimestamp"], dt.datetime)
+    assert decode_object(encode_object(loaded)) == {
+        "creationTimestamp": "2024-05-01T10:00:00Z",
+        "naive": "2024-05-01T10:00:00Z",
+    }
+
+
+def test_a_value_json_cannot_carry_is_refused_with_its_key() -> None:
+    store = EncodedObjects()
+    with pytest.raises(UnencodableObject, match="default/p"):
+        store["default/p"] = {"spec": {"tags": {"a", "b"}}}
+    assert "default/p" not in store
+
+
+def test_an_unencodable_pod_or_node_is_refused_alone() -> None:
+    cache = ClusterCache()
+    cache.replace("Node", [node("n1"), node("bad", odd=yaml.safe_load("!!set {a: null}"))])
+    assert sorted(cache.nodes) == ["n1"]
+    cache.replace("Pod", [pod("good"), pod("bad", odd={b"raw"})])
+    assert sorted(p.name for p in cache.pods.values()) == ["good"]
+    assert cache.rejected_by_kind == {"Node": 1, "Pod": 1}
+    assert cache.nodes["n1"].requested == {"cpu": 1000}  # nothing of the bad pod was accounted
+    cache.apply(Event("Pod", EventType.MODIFIED, pod("good", labels={"v": "2"})))
+    assert cache.pod_objects["uid-good"]["metadata"]["labels"] == {"v": "2"}
+
+
+def test_the_cache_hands_out_copies_of_pods_nodes_and_node_metrics() -> None:
+    cache = ClusterCache()
+    cache.apply(Event("Node", EventType.ADDED, node("n1")))
+    cache.apply(Event("Pod", EventType.ADDED, pod("p")))
+    metric = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": "n1"}}
+    cache.apply(Event("NodeMetric", EventType.ADDED, metric))
+    for read in (
+        lambda: cache.pod_objects["uid-p"],
+        lambda: cache.nodes["n1"].obj,
+        lambda: cache.objects["NodeMetric"]["n1"],
+    ):
+        first = read()
+        first["metadata"]["name"] = "edited"
+        assert read()["metadata"]["name"] != "edited"
+    assert isinstance(cache.objects["NodeMetric"], EncodedObjects)
+    cache.apply(Event("NodeMetric", EventType.DELETED, metric))
+    assert "n1" not in cache.objects["NodeMetric"]
