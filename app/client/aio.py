@@ -181,8 +181,9 @@ class AsyncClient:
         that expired (410) restarts the list once without pagination.
 
         ``transform`` is called on each item (an object) as its page arrives, before the next page is
-        asked for (client-go's informer ``TransformFunc``): what it drops is freed page by page instead
-        of after the whole list.
+        asked for (client-go's informer ``TransformFunc``), and what it returns is kept in the item's
+        place: what it drops, or the whole decoded page when it returns a compact form, is freed page
+        by page instead of after the whole list.
 
         Raises:
             NotFound, Forbidden: the collection does not exist (CRD not installed) or RBAC refuses it.
@@ -196,11 +197,12 @@ class AsyncClient:
                 if not pager.restart_if_expired():
                     raise
                 continue
-            if transform is not None:
-                for item in body.get("items") or ():
-                    if isinstance(item, dict):
-                        transform(item)
+            start = len(pager.result.items)
             pager.add_page(body)
+            if transform is not None:
+                items = pager.result.items
+                for i in range(start, len(items)):
+                    items[i] = transform(items[i])
         return pager.result
 
     async def watch(

@@ -23,11 +23,11 @@ DEFAULT_PAGE_SIZE = 500
 class ListResult:
     """Every item of a collection and the list's ``metadata.resourceVersion`` (None when absent).
 
-    Items are the JSON objects as the server sent them: typed lists leave ``kind`` and
-    ``apiVersion`` out of their items.
+    Items are the JSON objects as the server sent them (typed lists leave ``kind`` and
+    ``apiVersion`` out of their items), or what a LIST's ``transform`` made of each.
     """
 
-    items: list[dict[str, Any]] = field(default_factory=list)
+    items: list[Any] = field(default_factory=list)
     resource_version: str | None = None
 
 

@@ -6,6 +6,7 @@ file source and the Kubernetes source feed the cache the same way.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -44,5 +45,6 @@ class EventSink(Protocol):
     def apply(self, event: Event) -> None:
         """Apply one watch event."""
 
-    def replace(self, kind: str, objects: list[dict[str, Any]]) -> None:
-        """Replace every object of ``kind`` with ``objects`` (a full list, as after a relist)."""
+    def replace(self, kind: str, objects: Iterable[dict[str, Any]]) -> None:
+        """Replace every object of ``kind`` with ``objects`` (a full list, as after a relist; it may be
+        a one-pass iterator that decodes each object as it is taken)."""

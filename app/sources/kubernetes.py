@@ -31,9 +31,10 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from app.api.jsonbytes import decode_object, encode_object
 from app.api.kinds import KINDS, KindInfo
 from app.client.aio import AsyncClient
 from app.client.config import load_configuration
@@ -139,6 +140,13 @@ class _Reflector:
             obj["apiVersion"] = self.info.api_version
         return obj
 
+    def fill_encoded(self, obj: dict[str, Any]) -> bytes:
+        """:meth:`fill`, then the object as compact JSON bytes: what a LIST keeps of each item until
+        the cache takes the whole list. Decoded, 100,000 pods held at once took ~350 MB whose heap
+        pages stayed with the process after the cache had taken them; encoded, they take a fifth,
+        and the cache decodes them one at a time (:func:`_decoded`)."""
+        return encode_object(self.fill(obj))
+
     # -- main loop ------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -180,7 +188,7 @@ class _Reflector:
         """LIST every page of the collection and deliver it; False if it must be retried."""
         src = self.source
         try:
-            result = await src._client.list(self.path, limit=src.list_page_size, transform=self.fill)
+            result = await src._client.list(self.path, limit=src.list_page_size, transform=self.fill_encoded)
         except (NotFound, Forbidden) as exc:
             if self.missing_status != exc.status:
                 log.warning(
@@ -209,9 +217,9 @@ class _Reflector:
             self.missing_status = None
         self.rv = result.resource_version
         self.failures = 0
-        items = result.items  # each filled as its page arrived
+        items: list[bytes] = result.items  # each filled and encoded as its page arrived
         log.debug("listed %d %s at resourceVersion %s", len(items), self.kind, self.rv)
-        src._deliver_replace(self.kind, items)
+        src._deliver_replace(self.kind, _decoded(items))
         return True
 
     async def watch_once(self) -> None:
@@ -474,7 +482,7 @@ class KubernetesSource(Source):
 
     # -- called by the reflectors, on the loop ---------------------------------------------------
 
-    def _deliver_replace(self, kind: str, items: list[dict[str, Any]]) -> None:
+    def _deliver_replace(self, kind: str, items: Iterable[dict[str, Any]]) -> None:
         if self._stopped or self._sink is None:
             return
         try:
@@ -493,3 +501,11 @@ class KubernetesSource(Source):
             meta = event.obj.get("metadata")
             name = meta.get("name") if isinstance(meta, dict) else None
             log.exception("the cache refused the %s event of %s %s", event.type.value, event.kind, name)
+
+
+def _decoded(items: list[bytes]) -> Iterator[dict[str, Any]]:
+    """The LIST's encoded items decoded one at a time, each dropped from ``items`` as it is handed
+    out, so that only the object the cache is taking exists decoded."""
+    for i, data in enumerate(items):
+        items[i] = b""
+        yield decode_object(data)
