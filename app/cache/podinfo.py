@@ -10,13 +10,19 @@ QoS class, when ``status.qosClass`` is absent, is :func:`app.api.kubeqos.kube_qo
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from app.api.koordext import PriorityClass, QoSClass, koordinator_classes
 from app.api.kubeqos import PodSpecError, kube_qos_class
 from app.api.quantity import QuantityError, parse_resource_list
 from app.api.timeparse import parse_time
+
+#: v1 PodPhase values; a parsed phase is one of these shared strings, not a copy per pod.
+_PHASES = {p: p for p in ("Pending", "Running", "Succeeded", "Failed", "Unknown")}
 
 
 class PodError(ValueError):
@@ -35,6 +41,10 @@ class PodInfo:
         qos: Koordinator QoS class with default; priority_class: Koordinator priority class with default.
         kube_qos: Kubernetes QoS class (``status.qosClass`` or computed).
         terminated: phase Succeeded or Failed.
+        phase: ``status.phase`` ("" when absent).
+        spec_hash: a hash of ``spec`` and ``status.conditions`` as received: equal for two versions
+            of a pod whose spec and conditions are equal (what LoadAware's ``podAssignCache.OnUpdate``
+            compares), so no one needs the raw object for it.
         daemonset: owned by a DaemonSet.
         scheduled_time: ``PodScheduled=True`` lastTransitionTime as epoch seconds, or None.
         initialized_time: ``Initialized=True`` lastTransitionTime as epoch seconds, or None.
@@ -59,6 +69,8 @@ class PodInfo:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     resource_version: str = ""
+    phase: str = ""
+    spec_hash: int = 0
 
     @property
     def key(self) -> str:
@@ -182,25 +194,29 @@ def parse_pod(obj: Any) -> PodInfo:
         raise PodError(str(exc)) from None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
     owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    phase = status.get("phase") or ""
     node_name = spec.get("nodeName") or ""
     if not isinstance(node_name, str):
         raise PodError("spec.nodeName: expected a string")
     return PodInfo(
         uid=str(meta.get("uid") or ""),
-        namespace=str(meta.get("namespace") or "default"),
+        # namespaces, node names and QoS classes repeat across pods: one shared string each
+        namespace=sys.intern(str(meta.get("namespace") or "default")),
         name=name,
-        node_name=node_name,
+        node_name=sys.intern(node_name),
         requests=requests,
         limits=limits,
         priority=priority,
         qos=qos,
         priority_class=pclass,
-        kube_qos=str(kube_qos),
-        terminated=status.get("phase") in ("Succeeded", "Failed"),
+        kube_qos=sys.intern(str(kube_qos)),
+        terminated=phase in ("Succeeded", "Failed"),
         daemonset=any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners),
         scheduled_time=_condition_time(status, "PodScheduled"),
         initialized_time=_condition_time(status, "Initialized"),
         labels=labels,
         annotations=annotations,
         resource_version=str(meta.get("resourceVersion") or ""),
+        phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
+        spec_hash=hash(orjson.dumps([spec, status.get("conditions")], option=orjson.OPT_NON_STR_KEYS, default=str)),
     )

@@ -100,7 +100,7 @@ def pod_inputs(cache: ClusterCache, node: str) -> list[PodInput]:
         pod = cache.pods.get(uid)
         if pod is None:
             continue
-        phase = str(((cache.pod_objects.get(uid) or {}).get("status") or {}).get("phase") or "Pending")
+        phase = pod.phase or "Pending"
         requests = {"cpu": pod.requests.get("cpu", 0), "memory": pod.requests.get("memory", 0)}
         out.append(PodInput(pod.key, phase, pod.priority_class, pod.qos, requests))
     return out

@@ -97,10 +97,7 @@ def _pod_slots(
     percent = _pod_gpu_percent(pod.requests)
     if row is None or percent == 0 or pod.terminated:
         return False, None
-    obj = cache.pod_objects.get(uid) or {}
-    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DEVICE_ALLOCATED)
-    if raw is None:
-        raw = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
+    raw = pod.annotations.get(ANNOTATION_DEVICE_ALLOCATED)
     if raw is None:
         return True, None
     return True, _annotation_slots(problems, pod.key, pod.node_name, row, exists, raw, percent)

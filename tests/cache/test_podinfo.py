@@ -97,3 +97,27 @@ def test_qos_and_priority_class(
 def test_malformed_pods_raise_pod_error(obj: Any, needle: str) -> None:
     with pytest.raises(PodError, match=needle.replace("[", r"\[").replace("]", r"\]")):
         parse_pod(obj)
+
+
+@pytest.mark.parametrize(
+    ("phase", "expected", "terminated"),
+    [("Running", "Running", False), ("Succeeded", "Succeeded", True), (None, "", False), (42, "", False)],
+)
+def test_phase_is_kept(phase: Any, expected: str, terminated: bool) -> None:
+    obj = {"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"phase": phase}}
+    info = parse_pod(obj)
+    assert (info.phase, info.terminated) == (expected, terminated)
+
+
+def test_spec_hash_follows_spec_and_conditions_not_metadata() -> None:
+    def obj(labels: dict[str, str], cpu: str, ready: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "p", "labels": labels},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]},
+        }
+
+    base = parse_pod(obj({}, "1", "True")).spec_hash
+    assert parse_pod(obj({"a": "b"}, "1", "True")).spec_hash == base  # a label patch is no renewal
+    assert parse_pod(obj({}, "2", "True")).spec_hash != base
+    assert parse_pod(obj({}, "1", "False")).spec_hash != base

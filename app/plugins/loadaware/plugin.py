@@ -145,14 +145,14 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         (re-)assigned with its PodScheduled time, or the clock's now when it has none (``assign``).
         Terminated pods are dropped; reserve pods are never assigned.
         """
-        fingerprint = self._fingerprint(new) if new is not None else None
+        fingerprint = new.spec_hash if new is not None else None
         if old is not None and old.node_name:
             load = self.loads.get(old.node_name)
             previous = load.pods.get(old.uid) if load is not None else None
             if load is not None and previous is not None:
                 stays = new is not None and new.node_name == old.node_name and not new.terminated
                 if stays and new is not None:
-                    if (fingerprint is not None and fingerprint == previous.fingerprint) or _is_reserve_pod(new):
+                    if fingerprint == previous.fingerprint or _is_reserve_pod(new):
                         return  # nothing to renew (assign() ignores reserve pods and keeps the old entry)
                 else:
                     load.remove_pod(old.uid)
@@ -173,14 +173,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         )
         self._load(new.node_name).upsert_pod(new.uid, info)
         self._dirty.add(new.node_name)
-
-    def _fingerprint(self, pod: PodInfo) -> tuple[Any, Any] | None:
-        """``(spec, status.conditions)`` of the pod's object, what upstream's ``OnUpdate`` compares; None if unknown."""
-        obj = self.handle.snapshot.pod_object(pod.uid)
-        if obj is None:
-            return None
-        status = obj.get("status")
-        return obj.get("spec"), status.get("conditions") if isinstance(status, dict) else None
 
     def _flush(self) -> None:
         """Write dirty nodes' rows into the table columns."""
