@@ -1,0 +1,200 @@
+"""Coscheduling over real HTTP, driven as kube-scheduler drives the extender: ``/filter`` per pod, then
+``/bind`` per pod from concurrent binding goroutines, each held open while its gang waits at Permit.
+
+Covers: a gang binding all at once; a gang that cannot complete timing out with nothing left assumed;
+the fail-fast capacity check; two competing gangs (one completes, no deadlock); Strict vs NonStrict on a
+member failure; gang groups; once-satisfied replacement members; PreBind's annotations; the REST views.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from app.api import coscheduling as n
+from app.sources.files import FileSource
+from tests.conftest import LiveServer
+from tests.plugins.gangkit import (
+    annotations_of,
+    bind,
+    dumps,
+    filter_verdict,
+    gang_pod,
+    node,
+    pod,
+    pod_group,
+    start_binds,
+    write,
+)
+
+TIMEOUT_ERRORS = ("Coscheduling: rejected due to timeout after waiting", "JobRejectPlugin: Gang ")
+
+
+def _server(tmp: Path, objs: list[dict[str, Any]], poll: float = 0) -> tuple[LiveServer, FileSource]:
+    source = FileSource(write(tmp, objs), poll_interval=poll)
+    return LiveServer(source), source
+
+
+def _gang(srv: LiveServer, gang: str) -> dict[str, Any]:
+    r = srv.client.get(f"/apis/v1/plugins/Coscheduling/gang/{gang}")
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def test_a_gang_of_8_binding_concurrently_is_bound_all_at_once(tmp_path: Path) -> None:
+    members = [pod(f"train-{i}", group="train") for i in range(8)]
+    srv, source = _server(tmp_path, [node("n1"), node("n2"), pod_group("train", 8, 30), *members])
+    with srv:
+        names = ["n1", "n2"]
+        for m in members:  # kube-scheduler filters each member in its scheduling cycle
+            assert filter_verdict(srv.client, m, names)["NodeNames"] == names
+
+        async def run() -> tuple[bool, dict[str, Any], list[str]]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                first = start_binds(client, [(m, names[i % 2]) for i, m in enumerate(members[:7])])
+                await asyncio.sleep(0.5)
+                held = not any(t.done() for t in first)
+                summary = _gang(srv, "default/train")
+                last = await bind(client, members[7], "n2")
+                return held, summary, [*(await asyncio.gather(*first)), last]
+
+        held, waiting, errors = asyncio.run(run())
+        assert held, "a member was answered before the gang was complete"
+        assert len(waiting["waitingForBindChildren"]) == 7 and not waiting["boundChildren"]
+        assert all(0 < p["timeLeftSeconds"] <= 30 for p in waiting["waitingPods"])
+        assert errors == [""] * 8
+        assert sorted(source._bindings) == sorted(f"default/train-{i}" for i in range(8))
+        for i in range(8):
+            ann = annotations_of(source, f"train-{i}")
+            assert ann[n.ANNOTATION_BIND_GANG_GROUP_ID] == "default/train"
+            assert ann[n.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "8"
+            assert ann[n.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT] == "8"
+        summary = _gang(srv, "default/train")
+        assert len(summary["boundChildren"]) == 8 and summary["onceResourceSatisfied"] is True
+        assert not summary["waitingForBindChildren"] and not summary["pendingChildren"]
+
+
+def test_a_gang_of_8_on_a_cluster_fitting_7_binds_none_and_releases_everything(tmp_path: Path) -> None:
+    # 7 nodes of 4 cpu hold 28 cpu (the 8 x 3 cpu gang passes the total-capacity check) but fit one
+    # member each: kube-scheduler places 7 and finds no node for the 8th, which never reaches /bind
+    members = [pod(f"big-{i}", "3", group="big") for i in range(8)]
+    nodes = [node(f"n{i}", "4") for i in range(7)]
+    srv, source = _server(tmp_path, [*nodes, pod_group("big", 8, 1), *members])
+    with srv:
+        assert filter_verdict(srv.client, members[0], [f"n{i}" for i in range(7)])["FailedAndUnresolvableNodes"] == {}
+
+        async def run() -> list[str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                return list(await asyncio.gather(*start_binds(client, [(m, f"n{i}") for i, m in enumerate(members[:7])])))
+
+        t0 = time.monotonic()
+        errors = asyncio.run(run())
+        assert 0.9 < time.monotonic() - t0 < 10
+        assert all(e.startswith(TIMEOUT_ERRORS) for e in errors), errors
+        assert any(e.startswith("Coscheduling: rejected due to timeout after waiting 1s") for e in errors)
+        assert source._bindings == {}
+        assert dict(srv.service.cache.assumed) == {}
+        for i in range(7):
+            assert srv.client.get(f"/apis/v1/nodes/n{i}").json()["requested"].get("cpu") in (None, "0")
+        summary = _gang(srv, "default/big")
+        assert not summary["waitingForBindChildren"] and len(summary["pendingChildren"]) == 8
+        assert summary["onceResourceSatisfied"] is False
+
+
+def test_a_gang_larger_than_the_free_capacity_fails_fast_naming_the_shortfall(tmp_path: Path) -> None:
+    members = [pod(f"wide-{i}", group="wide") for i in range(8)]
+    srv, _ = _server(tmp_path, [node("n1", "4"), node("n2", "3"), pod_group("wide", 8), *members])
+    with srv:
+        result = filter_verdict(srv.client, members[0], ["n1", "n2"])
+        assert result["NodeNames"] == []
+        reason = result["FailedAndUnresolvableNodes"]["n1"]
+        assert reason == (
+            "gangGroup [default/wide] cannot fit the cluster: 8 member(s) still to place request cpu 8, "
+            "memory 8Gi; free: cpu 7, memory 128Gi; short of cpu 1"
+        )
+        assert asyncio.run(_bind_once(srv, members[0], "n1")) == f"Coscheduling: {reason}"
+        assert dict(srv.service.cache.assumed) == {}
+
+
+async def _bind_once(srv: LiveServer, obj: dict[str, Any], node_name: str) -> str:
+    async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+        return await bind(client, obj, node_name)
+
+
+def test_two_gangs_competing_for_one_cluster_never_deadlock(tmp_path: Path) -> None:
+    # room for 4 one-cpu members; gangs a and b of 4 each arrive interleaved with long waits: the first
+    # gang to hold capacity completes, the other's members are refused at once instead of holding the
+    # rest of the cluster until both time out
+    a = [pod(f"a-{i}", group="a") for i in range(4)]
+    b = [pod(f"b-{i}", group="b") for i in range(4)]
+    nodes = [node(f"n{i}", "1") for i in range(4)]
+    srv, source = _server(tmp_path, [*nodes, pod_group("a", 4, 60), pod_group("b", 4, 60), *a, *b])
+    with srv:
+
+        async def run() -> list[str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                order = [(m, f"n{i}") for i, pair in enumerate(zip(a, b, strict=True)) for m in pair]
+                return list(await asyncio.gather(*start_binds(client, order)))
+
+        t0 = time.monotonic()
+        errors = asyncio.run(run())
+        assert time.monotonic() - t0 < 10, "the gangs waited on each other"
+        by_gang = {"a": errors[0::2], "b": errors[1::2]}
+        winners = [g for g, errs in by_gang.items() if errs == [""] * 4]
+        assert len(winners) == 1, errors
+        loser = "b" if winners == ["a"] else "a"
+        assert all("cannot fit the cluster" in e for e in by_gang[loser]), by_gang[loser]
+        assert sorted(source._bindings) == sorted(f"default/{winners[0]}-{i}" for i in range(4))
+        assert dict(srv.service.cache.assumed).keys() <= {f"uid-{winners[0]}-{i}" for i in range(4)}
+
+
+def _member_failure(tmp_path: Path, mode: str) -> tuple[list[str], dict[str, Any], FileSource]:
+    """Gang of min 3 (4 pods): m-0 and m-1 wait, m-0's pod is deleted; then the members kube-scheduler
+    would bind next arrive (m-1 again if it was rejected, m-2, m-3)."""
+    members = [gang_pod(f"m-{i}", "m", "3", mode=mode, wait="20s") for i in range(4)]
+    srv, source = _server(tmp_path, [node("n1"), *members], poll=0.1)
+    with srv:
+
+        async def run() -> list[str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                first = start_binds(client, [(members[0], "n1"), (members[1], "n1")])
+                await asyncio.sleep(0.4)
+                write(tmp_path, [node("n1"), *members[1:]])  # kubectl delete pod m-0
+                deleted = await first[0]
+                await asyncio.sleep(0.3)
+                sibling_done = first[1].done()
+                sibling = await first[1] if sibling_done else ""
+                retry = members[1:] if sibling_done else members[2:]
+                late = await asyncio.gather(*start_binds(client, [(m, "n1") for m in retry]))
+                if not sibling_done:
+                    sibling = await first[1]
+                return [deleted, str(sibling_done), sibling, *late]
+
+        out = asyncio.run(run())
+        return out, _gang(srv, "default/m"), source
+
+
+def test_strict_mode_rejects_every_waiting_member_when_one_fails(tmp_path: Path) -> None:
+    out, summary, source = _member_failure(tmp_path, "Strict")
+    deleted, sibling_done, sibling, *retried = out
+    assert deleted == "removed"
+    assert sibling_done == "True"
+    assert sibling == 'JobRejectPlugin: Gang "default/m" gets rejected due to Pod "m-0" in Unreserve'
+    assert retried == ["", "", ""]  # m-1 retried with m-2 and m-3: the gang completes
+    assert sorted(source._bindings) == ["default/m-1", "default/m-2", "default/m-3"]
+    assert summary["mode"] == "Strict"
+
+
+def test_non_strict_mode_keeps_the_other_members_waiting(tmp_path: Path) -> None:
+    out, summary, source = _member_failure(tmp_path, "NonStrict")
+    deleted, sibling_done, sibling, *late = out
+    assert deleted == "removed"
+    assert sibling_done == "False"  # m-1 kept waiting after m-0 failed
+    assert (sibling, *late) == ("", "", "")
+    assert sorted(source._bindings) == ["default/m-1", "default/m-2", "default/m-3"]
+    assert summary["mode"] == "NonStrict" and len(summary["boundChildren"]) == 3
