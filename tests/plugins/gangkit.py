@@ -18,7 +18,12 @@ from tests.conftest import filter_body
 def node(name: str, cpu: str = "8") -> dict[str, Any]:
     """A Node with ``cpu`` cores, 64Gi and 110 pods allocatable."""
     res = {"cpu": cpu, "memory": "64Gi", "pods": "110"}
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": {"allocatable": res, "capacity": res}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": res, "capacity": res},
+    }
 
 
 def pod(
@@ -43,7 +48,9 @@ def pod(
             "uid": f"uid-{name}",
             "labels": all_labels,
             "annotations": dict(annotations or {}),
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "job-" + (group or name), "uid": "j"}],
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": "job-" + (group or name), "uid": "j"}
+            ],
         },
         "spec": {
             "schedulerName": "koord-scheduler",

@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 
 from app.api import coscheduling as n
+from app.framework.config import parse_config
+from app.plugins.registry import default_registry
 from app.sources.files import FileSource
 from tests.conftest import LiveServer
 from tests.plugins.gangkit import (
@@ -90,7 +92,9 @@ def test_a_gang_of_8_on_a_cluster_fitting_7_binds_none_and_releases_everything(t
 
         async def run() -> list[str]:
             async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
-                return list(await asyncio.gather(*start_binds(client, [(m, f"n{i}") for i, m in enumerate(members[:7])])))
+                return list(
+                    await asyncio.gather(*start_binds(client, [(m, f"n{i}") for i, m in enumerate(members[:7])]))
+                )
 
         t0 = time.monotonic()
         errors = asyncio.run(run())
@@ -198,3 +202,135 @@ def test_non_strict_mode_keeps_the_other_members_waiting(tmp_path: Path) -> None
     assert (sibling, *late) == ("", "", "")
     assert sorted(source._bindings) == ["default/m-1", "default/m-2", "default/m-3"]
     assert summary["mode"] == "NonStrict" and len(summary["boundChildren"]) == 3
+
+
+def test_a_gang_group_binds_only_when_every_gang_of_it_is_satisfied(tmp_path: Path) -> None:
+    groups = dumps(["default/ga", "default/gb"])
+    ga = [gang_pod(f"ga-{i}", "ga", "2", groups=groups, wait="20s") for i in range(2)]
+    gb = [gang_pod(f"gb-{i}", "gb", "2", groups=groups, wait="20s") for i in range(2)]
+    srv, source = _server(tmp_path, [node("n1"), *ga, *gb])
+    with srv:
+
+        async def run() -> tuple[bool, list[str]]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                early = start_binds(client, [(ga[0], "n1"), (ga[1], "n1"), (gb[0], "n1")])
+                await asyncio.sleep(0.5)
+                held = not any(t.done() for t in early)  # ga alone is satisfied, its group is not
+                last = await bind(client, gb[1], "n1")
+                return held, [*(await asyncio.gather(*early)), last]
+
+        held, errors = asyncio.run(run())
+        assert held and errors == [""] * 4
+        for name in ("ga-0", "ga-1", "gb-0", "gb-1"):
+            ann = annotations_of(source, name)
+            assert ann[n.ANNOTATION_BIND_GANG_GROUP_ID] == "default/ga,default/gb"
+            assert ann[n.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "4"
+        summary = _gang(srv, "default/ga")
+        assert summary["gangGroup"] == ["default/ga", "default/gb"]
+        assert summary["gangGroupInfo"]["GangGroupId"] == "default/ga,default/gb"
+
+
+def test_a_gang_group_fails_the_basic_check_while_a_member_gang_is_missing(tmp_path: Path) -> None:
+    groups = dumps(["default/ga", "default/gone"])
+    ga = [gang_pod(f"ga-{i}", "ga", "2", groups=groups) for i in range(2)]
+    srv, _ = _server(tmp_path, [node("n1"), *ga])
+    with srv:
+        reason = filter_verdict(srv.client, ga[0], ["n1"])["FailedAndUnresolvableNodes"]["n1"]
+        assert reason == (
+            "gangGroup [default/ga default/gone] basic check: memberGangs [default/gone] doesn't exists, "
+            "current gang: default/ga, podName: default/ga-0"
+        )
+
+
+def _once_satisfied_then_late_member(tmp_path: Path, policy: str) -> tuple[list[str], str, FileSource]:
+    members = [pod(f"r-{i}", group="r") for i in range(3)]
+    group = pod_group("r", 2, 1, {n.ANNOTATION_GANG_MATCH_POLICY: policy} if policy else None)
+    srv, source = _server(tmp_path, [node("n1"), group, *members])
+    with srv:
+
+        async def run() -> tuple[list[str], str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                together = list(await asyncio.gather(*start_binds(client, [(members[0], "n1"), (members[1], "n1")])))
+                await asyncio.sleep(0.2)  # the bound pods' watch events arrive
+                return together, await bind(client, members[2], "n1")
+
+        together, late = asyncio.run(run())
+        return together, late, source
+
+
+def test_once_satisfied_lets_a_replacement_member_of_a_running_gang_bind_alone(tmp_path: Path) -> None:
+    together, late, source = _once_satisfied_then_late_member(tmp_path, "")  # once-satisfied is the default
+    assert together == ["", ""] and late == ""
+    assert sorted(source._bindings) == ["default/r-0", "default/r-1", "default/r-2"]
+    assert annotations_of(source, "r-0")[n.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "2"
+    assert n.ANNOTATION_BIND_GANG_GROUP_ID not in annotations_of(source, "r-2")  # bound alone: no gang binding
+
+
+def test_only_waiting_makes_a_late_member_wait_for_a_whole_new_quorum(tmp_path: Path) -> None:
+    together, late, source = _once_satisfied_then_late_member(tmp_path, n.MATCH_POLICY_ONLY_WAITING)
+    assert together == ["", ""]
+    assert late == "Coscheduling: rejected due to timeout after waiting 1s at plugin Coscheduling"
+    assert sorted(source._bindings) == ["default/r-0", "default/r-1"]
+
+
+def test_bad_gang_input_gets_upstreams_treatment(tmp_path: Path) -> None:
+    objs = [
+        node("n1"),
+        # min-available not an integer: the annotation gang is never initialised
+        gang_pod("badmin-0", "badmin", "two"),
+        # label names a PodGroup that does not exist: an uninitialised gang
+        pod("orphan-0", group="nosuchgroup"),
+        # a PodGroup whose minMember is not an int32 is one upstream's informer cannot decode: ignored
+        pod_group("badpg", "two"),
+        pod("badpg-0", group="badpg"),
+        # invalid mode / total / waiting-time / groups / policy fall back to Strict / min / default / alone / default
+        gang_pod("lax-0", "lax", "1", mode="Sloppy", total="many", wait="soon", groups="not json", policy="eager"),
+        # fewer children than minMember
+        gang_pod("few-0", "few", "3"),
+        # total-number below min-available is raised to min
+        gang_pod("low-0", "low", "1", total="0"),
+    ]
+    srv, _ = _server(tmp_path, objs)
+    with srv:
+
+        def reason(obj: dict[str, Any]) -> str:
+            return str(filter_verdict(srv.client, obj, ["n1"])["FailedAndUnresolvableNodes"].get("n1", ""))
+
+        assert reason(objs[1]) == "gang has not init, gangName: default/badmin, podName: default/badmin-0"
+        assert reason(objs[2]) == "gang has not init, gangName: default/nosuchgroup, podName: default/orphan-0"
+        assert reason(objs[4]) == "gang has not init, gangName: default/badpg, podName: default/badpg-0"
+        assert reason(objs[5]) == ""
+        assert reason(objs[6]) == (
+            "gangGroup [default/few] basic check: memberGangs [default/few] child pod not collect enough, "
+            "current gang: default/few, podName: default/few-0"
+        )
+        # a pod the cache has never seen (only in the filter body) has no gang at all
+        stranger = gang_pod("stranger-0", "stranger", "1")
+        assert reason(stranger) == "can't find gang, gangName: default/stranger, podName: default/stranger-0"
+        lax = _gang(srv, "default/lax")
+        assert (lax["mode"], lax["totalChildrenNum"], lax["gangMatchPolicy"]) == ("Strict", 1, "once-satisfied")
+        assert lax["waitTime"] == 600 * 10**9 and lax["gangGroup"] == ["default/lax"]
+        assert _gang(srv, "default/badmin")["hasGangInit"] is False
+        assert _gang(srv, "default/low")["totalChildrenNum"] == 1
+        assert srv.client.get("/apis/v1/plugins/Coscheduling/gang/default/nope").json() == {
+            "message": "cannot find gang default/nope"
+        }
+        assert srv.client.get("/apis/v1/plugins/Coscheduling/gang/default/nope").status_code == 404
+        gangs = srv.client.get("/apis/v1/plugins/Coscheduling/gangs").json()
+        assert {"default/lax", "default/few", "default/badmin", "default/nosuchgroup"} <= set(gangs)
+        assert "default/badpg" in gangs and gangs["default/badpg"]["hasGangInit"] is False
+
+
+def test_a_gang_waiting_longer_than_the_bind_http_timeout_is_refused(tmp_path: Path) -> None:
+    config = parse_config(
+        {"pluginConfig": [{"name": "Coscheduling", "args": {"bindHTTPTimeout": "30s"}}]}, default_registry().names()
+    )
+    members = [pod(f"slow-{i}", group="slow") for i in range(2)]
+    source = FileSource(write(tmp_path, [node("n1"), pod_group("slow", 2, 60), *members]), poll_interval=0)
+    with LiveServer(source, config) as srv:
+        reason = filter_verdict(srv.client, members[0], ["n1"])["FailedAndUnresolvableNodes"]["n1"]
+        assert reason == (
+            "gang default/slow waits up to 1m0s at Permit, not less than the bind extender's httpTimeout 30s "
+            "(Coscheduling args bindHTTPTimeout): kube-scheduler would abandon the bind first; shorten the "
+            "gang's waiting time"
+        )
