@@ -229,6 +229,16 @@ class PreemptionPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PodVerdictPlugin(Plugin, Protocol):
+    """A plugin whose verdict on a pod is not per node (e.g. Coscheduling's gang state), shown by the
+    explain endpoint (``POST /apis/v1/explain``) beside the per-node filter verdicts."""
+
+    def explain_pod(self, pod: PodInfo) -> dict[str, Any] | None:
+        """JSON-shaped verdict on ``pod``, or None when the plugin has nothing to say about it."""
+        ...
+
+
+@runtime_checkable
 class ServiceProvider(Plugin, Protocol):
     """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/`` (upstream ``APIServiceProvider``)."""
 

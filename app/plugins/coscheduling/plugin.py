@@ -47,6 +47,7 @@ from app.framework.handle import Handle
 from app.framework.interfaces import (
     BackgroundPlugin,
     PermitPlugin,
+    PodVerdictPlugin,
     PostBindPlugin,
     PreBindPlugin,
     PreFilterPlugin,
@@ -57,7 +58,7 @@ from app.framework.status import SUCCESS, Status
 from app.framework.waiting import MAX_TIMEOUT
 from app.plugins.coscheduling.args import CoschedulingArgs, decode_args
 from app.plugins.coscheduling.cache import GangCache
-from app.plugins.coscheduling.capacity import ClusterFree, needed_requests, shortfall_message
+from app.plugins.coscheduling.capacity import ClusterFree, members_to_place, needed_requests, shortfall_message
 from app.plugins.coscheduling.gang import Gang
 from app.plugins.coscheduling.status import STATUS_SYNC_INTERVAL, StatusController
 from app.plugins.coscheduling.summary import gang_summary
@@ -88,7 +89,14 @@ class _NodeEvents(CacheListener):
 
 
 class Coscheduling(
-    PreFilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin, BackgroundPlugin, ServiceProvider
+    PreFilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+    PreBindPlugin,
+    PostBindPlugin,
+    BackgroundPlugin,
+    ServiceProvider,
+    PodVerdictPlugin,
 ):
     """Gang scheduling; see the module docstring."""
 
@@ -139,6 +147,46 @@ class Coscheduling(
             if short:
                 return Status.unresolvable(short)
         return SUCCESS
+
+    def explain_pod(self, pod: PodInfo) -> dict[str, Any] | None:
+        """The gang verdict of a member for ``koord explain``: None for a pod without a gang, else the gang,
+        its counts, the PreFilter verdict (``status``, ``reason``) and what Permit would do now (``permit``).
+        """
+        name = n.gang_name(pod.labels, pod.annotations)
+        if not name:
+            return None
+        gang_id = n.gang_id(pod.namespace, name)
+        status = self.verdict(pod) or SUCCESS
+        out: dict[str, Any] = {
+            "gang": gang_id,
+            "status": status.code.label,
+            "reason": status.message,
+        }
+        gang = self.cache.get(gang_id)
+        if gang is None:
+            return out
+        out.update(
+            gangGroup=list(gang.gang_group),
+            mode=gang.mode,
+            matchPolicy=gang.match_policy,
+            minMember=gang.min_required,
+            children=len(gang.children),
+            pending=len(gang.pending),
+            waiting=len(gang.waiting),
+            bound=len(gang.bound),
+            onceSatisfied=gang.once_satisfied,
+            waitSeconds=min(gang.wait_time, MAX_TIMEOUT),
+        )
+        if status.is_success():
+            joins = pod.key not in gang.waiting
+            lacking = {m.name: members_to_place(m) - int(joins and m is gang) for m in self.cache.group_gangs(gang)}
+            lacking = {k: v for k, v in lacking.items() if v > 0}
+            out["permit"] = (
+                "Allow: the gang group is satisfied, its waiting members would bind together"
+                if not lacking
+                else "Wait: " + ", ".join(f"{k} lacks {v} waiting member(s)" for k, v in sorted(lacking.items()))
+            )
+        return out
 
     def _basic_check(self, gang: Gang, pod: PodInfo) -> str:
         """Upstream ``basicGangRequirementsCheck``: "" when every gang of the group exists, is initialised
