@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from app.api import coscheduling as n
 from app.framework.config import parse_config
 from app.plugins.registry import default_registry
 from app.sources.files import FileSource
-from tests.conftest import LiveServer
+from tests.conftest import ROOT, LiveServer
 from tests.plugins.gangkit import (
     annotations_of,
     bind,
@@ -334,3 +335,36 @@ def test_a_gang_waiting_longer_than_the_bind_http_timeout_is_refused(tmp_path: P
             "(Coscheduling args bindHTTPTimeout): kube-scheduler would abandon the bind first; shorten the "
             "gang's waiting time"
         )
+
+
+def test_the_podgroup_example_binds_as_one_gang() -> None:
+    # examples/gang/train.yaml on the example nodes, as `koord scheduler --cluster examples` serves it
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "gang" / "train.yaml").read_text()))
+    workers = [d for d in docs if d["kind"] == "Pod"]
+    source = FileSource(ROOT / "examples", poll_interval=0, restamp_interval=0)
+    with LiveServer(source) as srv:
+        for w in workers:
+            assert "node-idle" in filter_verdict(srv.client, w, ["node-idle", "node-busy"])["NodeNames"]
+
+        async def run() -> list[str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                binds = [
+                    client.post(
+                        "/bind",
+                        json={
+                            "PodName": w["metadata"]["name"],
+                            "PodNamespace": "default",
+                            "PodUID": "",
+                            "Node": "node-idle",
+                        },
+                    )
+                    for w in workers
+                ]
+                return [r.json()["Error"] for r in await asyncio.gather(*binds)]
+
+        assert asyncio.run(run()) == [""] * 4
+        for w in workers:
+            ann = annotations_of(source, w["metadata"]["name"])
+            assert ann[n.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "4"
+        summary = _gang(srv, "default/train")
+        assert (summary["mode"], summary["minRequiredNumber"], summary["waitTime"]) == ("Strict", 4, 120 * 10**9)
