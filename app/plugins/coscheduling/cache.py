@@ -24,6 +24,7 @@ pod event.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from app.api import coscheduling as n
@@ -46,7 +47,7 @@ class GangCache(CacheListener):
         clock: epoch seconds now.
     """
 
-    def __init__(self, args: CoschedulingArgs, snapshot: SnapshotLister, clock: Any) -> None:
+    def __init__(self, args: CoschedulingArgs, snapshot: SnapshotLister, clock: Callable[[], float]) -> None:
         self.args = args
         self.snapshot = snapshot
         self.clock = clock
@@ -115,7 +116,8 @@ class GangCache(CacheListener):
             return
         gang = self._gang(gid)
         if not new.labels.get(n.LABEL_POD_GROUP):
-            gang.init_from_pod(new, self._created(new.uid), self.args)
+            if not gang.has_init:
+                gang.init_from_pod(new, self._created(new.uid), self.args)
             self._attach_group(gang)
         key = new.key
         if new.node_name and self.snapshot.in_flight(new.uid):
