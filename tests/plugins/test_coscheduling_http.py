@@ -171,9 +171,11 @@ def _member_failure(tmp_path: Path, mode: str) -> tuple[list[str], dict[str, Any
                 await asyncio.sleep(0.4)
                 write(tmp_path, [node("n1"), *members[1:]])  # kubectl delete pod m-0
                 deleted = await first[0]
-                await asyncio.sleep(0.3)
-                sibling_done = first[1].done()
-                sibling = await first[1] if sibling_done else ""
+                try:  # Strict: answered at once; NonStrict: still waiting after a while
+                    sibling = await asyncio.wait_for(asyncio.shield(first[1]), 5 if mode == "Strict" else 0.5)
+                    sibling_done = True
+                except TimeoutError:
+                    sibling, sibling_done = "", False
                 retry = members[1:] if sibling_done else members[2:]
                 late = await asyncio.gather(*start_binds(client, [(m, "n1") for m in retry]))
                 if not sibling_done:
