@@ -370,3 +370,9 @@ def test_the_podgroup_example_binds_as_one_gang() -> None:
             assert ann[n.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "4"
         summary = _gang(srv, "default/train")
         assert (summary["mode"], summary["minRequiredNumber"], summary["waitTime"]) == ("Strict", 4, 120 * 10**9)
+
+
+def test_waiting_and_running_counts_bound_members_for_a_late_member(tmp_path: Path) -> None:
+    together, late, source = _once_satisfied_then_late_member(tmp_path, n.MATCH_POLICY_WAITING_AND_RUNNING)
+    assert together == ["", ""] and late == ""  # 1 waiting + 2 bound >= minMember 2
+    assert sorted(source._bindings) == ["default/r-0", "default/r-1", "default/r-2"]
