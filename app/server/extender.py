@@ -111,10 +111,12 @@ class ExtenderService:
         return self._filter(args, preempt=False)[0]
 
     def filter_and_preempt(self, args: ExtenderArgs) -> tuple[dict[str, Any], Preemption | None]:
-        """:meth:`filter`, and when a PreFilter rejected the pod as Unschedulable, the framework's
-        preemption inside the service (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the
-        known candidate nodes. The answer is the same either way (the nodes fail); the preemption
-        returned, if any, is to be started with :meth:`start_preemption` once the answer is on its way."""
+        """:meth:`filter` as kube-scheduler's scheduling attempt: when no candidate passes, the framework's
+        unschedulable hook runs (upstream's PostFilter moment); when a PreFilter rejected the pod as
+        Unschedulable, the framework's preemption inside the service
+        (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the known candidate nodes. The answer
+        is the same either way (the nodes fail); the preemption returned, if any, is to be started with
+        :meth:`start_preemption` once the answer is on its way."""
         return self._filter(args, preempt=True)
 
     def start_preemption(self, preemption: Preemption) -> None:
@@ -172,6 +174,8 @@ class ExtenderService:
                 "Error": str(exc),
             }
             return error, None
+        if preempt and names and not passing_pos:
+            self.framework.run_unschedulable(state, pod)  # upstream's PostFilter moment
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,

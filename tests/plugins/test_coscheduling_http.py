@@ -20,7 +20,7 @@ from app.api import coscheduling as n
 from app.framework.config import parse_config
 from app.plugins.registry import default_registry
 from app.sources.files import FileSource
-from tests.conftest import ROOT, LiveServer
+from tests.conftest import ROOT, LiveServer, filter_body
 from tests.plugins.gangkit import (
     annotations_of,
     bind,
@@ -376,3 +376,44 @@ def test_waiting_and_running_counts_bound_members_for_a_late_member(tmp_path: Pa
     together, late, source = _once_satisfied_then_late_member(tmp_path, n.MATCH_POLICY_WAITING_AND_RUNNING)
     assert together == ["", ""] and late == ""  # 1 waiting + 2 bound >= minMember 2
     assert sorted(source._bindings) == ["default/r-0", "default/r-1", "default/r-2"]
+
+
+def _unschedulable_member(tmp_path: Path, mode: str) -> tuple[dict[str, Any], list[str] | None]:
+    """Strict/NonStrict gang of 3 x 1000 batch-cpu on two nodes of 1500: two members wait (one per node),
+    the third fits no node (our NodeResourcesFit fails both) although the total capacity suffices."""
+    batch = "kubernetes.io/batch-cpu"
+    members = [gang_pod(f"u-{i}", "u", "3", mode=mode, wait="20s") for i in range(3)]
+    for m in members:
+        m["spec"]["containers"][0]["resources"]["requests"] = {batch: "1000"}
+    nodes = [node("a"), node("b")]
+    for nd in nodes:
+        nd["status"]["allocatable"][batch] = "1500"
+    srv, _ = _server(tmp_path, [*nodes, *members])
+    with srv:
+
+        async def run() -> tuple[dict[str, Any], list[str] | None]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                waiting = start_binds(client, [(members[0], "a"), (members[1], "b")])
+                await asyncio.sleep(0.4)
+                r = await client.post("/filter", json=filter_body(members[2], ["a", "b"]))
+                try:
+                    done = await asyncio.wait_for(asyncio.gather(*waiting), 5 if mode == "Strict" else 0.5)
+                except TimeoutError:
+                    done = None
+                return r.json(), list(done) if done is not None else None
+
+        return asyncio.run(run())
+
+
+def test_a_strict_member_fitting_no_node_rejects_its_waiting_siblings(tmp_path: Path) -> None:
+    result, errors = _unschedulable_member(tmp_path, "Strict")
+    assert result["FailedNodes"] == {
+        "a": "Insufficient kubernetes.io/batch-cpu",
+        "b": "Insufficient kubernetes.io/batch-cpu",
+    }
+    assert errors == ['JobRejectPlugin: gets rejected due to member pod "default/u-2" is unschedulable'] * 2
+
+
+def test_a_non_strict_member_fitting_no_node_leaves_its_siblings_waiting(tmp_path: Path) -> None:
+    result, errors = _unschedulable_member(tmp_path, "NonStrict")
+    assert result["NodeNames"] == [] and errors is None

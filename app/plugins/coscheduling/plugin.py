@@ -17,6 +17,10 @@
   the group is once satisfied under ``once-satisfied``, every still-waiting member of the group is
   rejected (``Gang "<id>" gets rejected due to Pod "<name>" in Unreserve``, attributed to upstream's
   ``JobRejectPlugin``); NonStrict leaves the others waiting.
+- Unschedulable (upstream's AfterPostFilter): a Strict member that finds no feasible node (every candidate
+  of ``/filter`` failed, or the bind's re-check refused it) rejects the group's waiting members the same
+  way (``gets rejected due to member pod "<ns/name>" is unschedulable``), so they stop holding resources
+  the gang cannot complete with.
 - PreBind: members allowed together (more than one) get ``internal.scheduling.koordinator.sh/
   bind-gang-group-id`` and ``bind-gang-member-count`` (and the deprecated ``scheduling.koordinator.sh/``
   twins), written through ``handle.client``; a pod bound alone has them removed if it carries them.
@@ -25,9 +29,9 @@
 - REST under ``/apis/v1/plugins/Coscheduling``: ``gangs`` and ``gang/{namespace}/{name}`` (upstream's).
 
 What a stock kube-scheduler cannot give an extender is not built: PreEnqueue's representative pod and the
-serialised gang scheduling context (NextPod), PostFilter's rejection of the group when one member is
-unschedulable, gang preemption and network topology. Nothing here holds a thread: a waiting member is one
-open request and one timer, and allowing or rejecting a group touches only its undecided members.
+serialised gang scheduling context (NextPod), gang preemption and network topology. Nothing here holds
+a thread: a waiting member is one open request and one timer, and allowing or rejecting a group touches
+only its undecided members.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from app.framework.interfaces import (
     PreFilterPlugin,
     ReservePlugin,
     ServiceProvider,
+    UnschedulablePlugin,
 )
 from app.framework.status import SUCCESS, Status
 from app.framework.waiting import MAX_TIMEOUT
@@ -97,6 +102,7 @@ class Coscheduling(
     BackgroundPlugin,
     ServiceProvider,
     PodVerdictPlugin,
+    UnschedulablePlugin,
 ):
     """Gang scheduling; see the module docstring."""
 
@@ -265,6 +271,20 @@ class Coscheduling(
         if gang.match_policy == n.MATCH_POLICY_ONCE_SATISFIED and gang.once_satisfied:
             return
         self.reject_group(gang, f'Gang "{gang.name}" gets rejected due to Pod "{pod.name}" in Unreserve')
+
+    def on_unschedulable(self, state: CycleState, pod: PodInfo) -> None:
+        """A member found no feasible node: in Strict mode, unless the group is once satisfied under
+        ``once-satisfied``, every waiting member of its group is rejected (upstream ``AfterPostFilter``:
+        ``gets rejected due to member pod "<ns/name>" is unschedulable``), releasing what they hold."""
+        gang = self.cache.gang_of(pod)
+        if gang is None or gang.mode != n.MODE_STRICT:
+            return
+        if gang.match_policy == n.MATCH_POLICY_ONCE_SATISFIED and gang.once_satisfied:
+            return
+        if gang.group_info is not None:
+            gang.group_info.waiting_gang_ids.clear()
+            gang.group_info.binding_members = set()
+        self.reject_group(gang, f'gets rejected due to member pod "{pod.key}" is unschedulable')
 
     def reject_group(self, gang: Gang, message: str) -> int:
         """Reject every undecided waiting member of ``gang``'s group with ``message``; returns how many."""
