@@ -4,16 +4,23 @@ PodGroup goes through as its members are created, bound, run and finish (merge p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from app.plugins.coscheduling.status import settle, status_patch, step
+from app.cache.snapshot import ClusterCache
+from app.framework.handle import Handle
+from app.plugins.coscheduling.plugin import new_coscheduling
+from app.plugins.coscheduling.status import STATUS_SYNC_INTERVAL, settle, status_patch, step
 from app.sources.files import FileSource
+from app.sources.kubernetes import KubernetesSource
 from tests.conftest import LiveServer
 from tests.plugins.gangkit import bind, node, pod, pod_group, write
+from tests.sources.test_kubernetes_source import write_kubeconfig
+from tests.sources.test_source_writes import _Recorder
 
 NOW = 1_800_000_000.0
 
@@ -92,3 +99,40 @@ def test_podgroup_status_follows_its_gang_over_http(tmp_path: Path) -> None:
         write(tmp_path, [node("n1"), group, *done])
         final = _wait_phase(source, "Finished")
         assert final["succeeded"] == 2 and "running" not in final
+
+
+async def _round(leading: bool, tmp_path: Path, recorder: _Recorder) -> list[tuple[str, str, str, Any]]:
+    """Run the plugin's background loop for one status round against a recording API server."""
+    cache = ClusterCache()
+    client = KubernetesSource((), kubeconfig=write_kubeconfig(tmp_path, recorder.port))
+    handle = Handle(cache, client=client, leading=lambda: leading)
+    plugin = new_coscheduling({}, handle)
+    cache.replace("Node", [node("n1")])
+    cache.replace("PodGroup", [pod_group("job", 2)])
+    cache.replace("Pod", [pod(f"job-{i}", group="job") for i in range(2)])
+    task = asyncio.create_task(plugin.run_background())
+    try:
+        await asyncio.sleep(STATUS_SYNC_INTERVAL + 0.5)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await client.stop()
+    return recorder.calls
+
+
+async def test_the_status_is_merge_patched_on_the_podgroup_by_the_leader_only(tmp_path: Path) -> None:
+    recorder = _Recorder()
+    try:
+        assert await _round(False, tmp_path, recorder) == []  # a standby replica writes nothing
+        calls = await _round(True, tmp_path, recorder)
+    finally:
+        recorder.server.shutdown()
+    assert len(calls) == 1
+    method, path, content_type, body = calls[0]
+    assert (method, path, content_type) == (
+        "PATCH",
+        "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/default/podgroups/job",
+        "application/merge-patch+json",
+    )
+    assert body["status"]["phase"] == "Scheduling" and body["status"]["occupiedBy"] == "default/job-job"
