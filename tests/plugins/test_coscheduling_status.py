@@ -128,6 +128,7 @@ async def test_the_status_is_merge_patched_on_the_podgroup_by_the_leader_only(tm
         calls = await _round(True, tmp_path, recorder)
     finally:
         recorder.server.shutdown()
+        recorder.server.server_close()
     assert len(calls) == 1
     method, path, content_type, body = calls[0]
     assert (method, path, content_type) == (
