@@ -417,3 +417,34 @@ def test_a_strict_member_fitting_no_node_rejects_its_waiting_siblings(tmp_path: 
 def test_a_non_strict_member_fitting_no_node_leaves_its_siblings_waiting(tmp_path: Path) -> None:
     result, errors = _unschedulable_member(tmp_path, "NonStrict")
     assert result["NodeNames"] == [] and errors is None
+
+
+def test_two_gangs_sharing_a_cluster_too_small_for_both_release_the_losers_hold(tmp_path: Path) -> None:
+    # room for 6 one-cpu members, gangs a and b of 4 arrive interleaved: both start holding capacity, the
+    # first member refused (b-2: b would need 2 more with 1 free) is unschedulable, so Strict b releases its
+    # waiting members at once and a completes; nothing waits for the 60s timeout
+    a = [pod(f"a-{i}", group="a") for i in range(4)]
+    b = [pod(f"b-{i}", group="b") for i in range(4)]
+    nodes = [node(f"n{i}", "1") for i in range(6)]
+    srv, source = _server(tmp_path, [*nodes, pod_group("a", 4, 60), pod_group("b", 4, 60), *a, *b])
+    with srv:
+
+        async def run() -> list[str]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                order = [(a[0], "n0"), (b[0], "n1"), (a[1], "n2"), (b[1], "n3"), (a[2], "n4"), (b[2], "n5")]
+                first = start_binds(client, order)
+                await asyncio.sleep(0.5)
+                rest = start_binds(client, [(a[3], "n1"), (b[3], "n3")])
+                return list(await asyncio.gather(*first, *rest))
+
+        t0 = time.monotonic()
+        errors = asyncio.run(run())
+        assert time.monotonic() - t0 < 10
+        a_errors = [errors[0], errors[2], errors[4], errors[6]]
+        b_errors = [errors[1], errors[3], errors[5], errors[7]]
+        assert a_errors == [""] * 4, errors
+        assert "cannot fit the cluster" in b_errors[2]  # b-2, refused at the bind's re-check
+        rejected = 'JobRejectPlugin: gets rejected due to member pod "default/b-2" is unschedulable'
+        assert b_errors[0] == b_errors[1] == rejected
+        assert b_errors[3] != ""  # b-3 arrives to a cluster a fills
+        assert sorted(source._bindings) == [f"default/a-{i}" for i in range(4)]
