@@ -35,9 +35,12 @@ def _get(server: str, path: str, insecure: bool) -> Any:
         raise typer.Exit(2) from None
     if resp.status_code != 200:
         try:
-            message = resp.json().get("message", resp.text)
+            body = resp.json()
         except ValueError:
-            message = resp.text
+            body = {}
+        message = body.get("message", resp.text) if isinstance(body, dict) else resp.text
+        if resp.status_code == 404 and not (isinstance(body, dict) and "message" in body):
+            message = f"no {PREFIX} here: is the Coscheduling plugin enabled in the service's --config?"
         err_console.print(f"[bold red]error:[/] {server} answered {resp.status_code}: {message}")
         raise typer.Exit(1 if resp.status_code == 404 else 2)
     return resp.json()

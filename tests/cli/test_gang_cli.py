@@ -11,6 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from app.cli.main import cli
+from app.framework.config import parse_config
+from app.plugins.registry import default_registry
 from app.sources.files import FileSource
 from tests.conftest import LiveServer
 from tests.plugins.gangkit import node, pod, pod_group, write
@@ -70,3 +72,10 @@ def test_explain_shows_the_gang_verdict_of_a_member(server: LiveServer, tmp_path
         "status": "UnschedulableAndUnresolvable",
         "reason": "can't find gang, gangName: default/ghost, podName: default/x-0",
     }
+
+
+def test_gang_cli_names_a_disabled_plugin(tmp_path: Path) -> None:
+    config = parse_config({"plugins": ["NodeResourcesFit"]}, default_registry().names())
+    with LiveServer(FileSource(write(tmp_path, [node("n1")]), poll_interval=0), config) as srv:
+        r = CliRunner(env={"COLUMNS": "240"}).invoke(cli, ["gang", "list", "--server", srv.url])
+    assert r.exit_code == 1 and "is the Coscheduling plugin enabled" in r.output
