@@ -82,6 +82,10 @@ class ClusterFree:
         return out
 
 
+#: The words every fail-fast refusal carries (what a client such as ``koord sim`` counts them by).
+FAIL_FAST_MARK = "cannot fit the cluster"
+
+
 def shortfall_message(group: list[str], count: int, needed: dict[str, int], free: dict[str, int]) -> str:
     """The fail-fast reason, "" when every resource fits.
 
@@ -96,6 +100,6 @@ def shortfall_message(group: list[str], count: int, needed: dict[str, int], free
         return ", ".join(f"{r} {format_resource(r, v)}" for r, v in sorted(values.items()))
 
     return (
-        f"gangGroup [{' '.join(group)}] cannot fit the cluster: {count} member(s) still to place request "
+        f"gangGroup [{' '.join(group)}] {FAIL_FAST_MARK}: {count} member(s) still to place request "
         f"{fmt(needed)}; free: {fmt({r: free.get(r, 0) for r in needed})}; short of {fmt(short)}"
     )
