@@ -146,8 +146,13 @@ def run_service(port: int, nodes: int, members: int, seed: int, profile: str | N
     cluster.objects["Pod"].extend(member_pods(members))
     if profile is not None:
         prof = cProfile.Profile()
+
+        def stop(*_: Any) -> None:
+            prof.disable()
+            prof.dump_stats(profile)
+
         signal.signal(signal.SIGUSR1, lambda *_: prof.enable())
-        signal.signal(signal.SIGUSR2, lambda *_: (prof.disable(), prof.dump_stats(profile)))
+        signal.signal(signal.SIGUSR2, stop)
     app = create_app(PatchingSource(cluster))
     uvicorn.run(app, host="127.0.0.1", port=port, http="httptools", loop="uvloop", log_level="warning")
 
@@ -214,7 +219,9 @@ async def _bind(session: aiohttp.ClientSession, pod: dict[str, Any], node: str) 
     return time.perf_counter(), str(orjson.loads(content).get("Error") or "")
 
 
-async def drive(args: argparse.Namespace, port: int, proc: psutil.Process, service: mp.process.BaseProcess) -> dict:
+async def drive(
+    args: argparse.Namespace, port: int, proc: psutil.Process, service: mp.process.BaseProcess
+) -> dict[str, Any]:
     """Steps 1-3 of the module docstring against the service on ``port``; the result JSON.
 
     Raises:
