@@ -365,6 +365,7 @@ def test_cluster_role_core_permissions(cluster_rules: list[dict[str, Any]]) -> N
     assert _allows(cluster_rules, "slo.koordinator.sh", "nodemetrics/status", "update")
     assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "elasticquotas", "update")
     assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "elasticquotas", "patch")
+    assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "podgroups", "patch")  # PodGroup status
 
 
 @pytest.mark.parametrize("kind", CRD_KINDS)
@@ -520,6 +521,24 @@ def test_plugin_config_map_enables_every_registered_plugin(
     assert all(p.weight == 1 for p in config.plugins)
     (load_aware,) = [p for p in config.plugins if p.name == "LoadAwareScheduling"]
     assert load_aware.args == LOAD_AWARE_DEFAULTS
+
+
+@pytest.mark.parametrize("overlay", ["base", "overlays/production"])
+def test_coscheduling_bind_timeout_is_the_bind_entrys_http_timeout(
+    docs: Docs, deployment: dict[str, Any], container: dict[str, Any], overlay: str
+) -> None:
+    # a gang member waits at Permit inside its /bind: the plugin refuses waits kube-scheduler would abandon,
+    # so it must know the bind entry's httpTimeout of every shipped kube-scheduler config
+    from app.framework.config import parse_config
+
+    text = _config_map_file(docs, deployment, container, _flags(container["args"])["--config"])
+    config = parse_config(yaml.safe_load(text), default_registry().names())
+    (cosched,) = [p for p in config.plugins if p.name == "Coscheduling"]
+    kube = yaml.safe_load((ROOT / "manifests" / overlay / "kube-scheduler-config.yaml").read_text())
+    if kube.get("kind") == "ConfigMap":
+        kube = yaml.safe_load(next(iter(kube["data"].values())))
+    (bind,) = [e for e in kube["extenders"] if e.get("bindVerb")]
+    assert _duration_seconds(cosched.args["bindHTTPTimeout"]) == _duration_seconds(bind["httpTimeout"])
 
 
 def test_extender_probes_run_inside_the_pod(container: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
-- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``: in their modules.
+- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``, ``koord gang``: in their modules.
 """
 
 from __future__ import annotations
@@ -243,7 +243,8 @@ def _load_pod(path: Path) -> dict[str, Any]:
 
 
 def render_explain(answer: dict[str, Any]) -> Table:
-    """A rich table of an explain answer: one row per node, best total first."""
+    """A rich table of an explain answer: one row per node, best total first; per-pod verdicts
+    (``podVerdicts``, e.g. the gang of a Coscheduling member) as its caption."""
     nodes: dict[str, Any] = answer.get("nodes", {})
     plugins: list[str] = []
     for info in nodes.values():
@@ -276,6 +277,12 @@ def render_explain(answer: dict[str, Any]) -> Table:
             *cells,
             str(info.get("total", 0)),
             str(info.get("extenderScore", 0)),
+        )
+    verdicts = answer.get("podVerdicts") or {}
+    if verdicts:  # per-pod verdicts (e.g. Coscheduling's gang state) under the table
+        table.caption = "\n".join(
+            f"{plugin}: " + ", ".join(f"{k} {v}" for k, v in verdict.items() if v not in ("", None, []))
+            for plugin, verdict in sorted(verdicts.items())
         )
     return table
 
@@ -315,6 +322,7 @@ def _register_subcommands() -> None:
     """Commands that live in their own modules (each imports its heavy parts lazily)."""
     from agent.cli import agent
     from app.cli.certs import certs
+    from app.cli.gang import gang_app
     from app.cli.quota import quota_app
     from app.cli.sim import sim
     from app.manager.cli import manager
@@ -324,6 +332,7 @@ def _register_subcommands() -> None:
     cli.command(name="sim")(sim)
     cli.command(name="certs")(certs)
     cli.add_typer(quota_app, name="quota")
+    cli.add_typer(gang_app, name="gang")
 
 
 _register_subcommands()

@@ -80,6 +80,17 @@ def sim(
             "workload and the fragmentation metric's (the paper's runs: 95)."
         ),
     ] = 95.0,
+    gang_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Replay gang jobs: every N consecutive multi-GPU pods (num_gpu > 1) in arrival order form a "
+            "Strict gang of N (the last may be smaller), scheduled all-or-nothing by the Coscheduling plugin. "
+            "A pod list's job_id column groups its pods into gangs without this option."
+        ),
+    ] = None,
+    gang_wait: Annotated[
+        float, typer.Option(help="Seconds a gang waits at Permit for its members (the waiting-time annotation).")
+    ] = 10.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the JSON records here.")] = None,
     plot: Annotated[Path | None, typer.Option(help="Write a PNG of allocation ratio vs arrived workload.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
@@ -105,6 +116,8 @@ def sim(
     The pod list x policy x seed runs fan out over ``--jobs`` local processes or, with
     ``--ray-address``, Ray tasks (:mod:`app.sim.sweep`); the records come out in pod list, policy,
     seed order either way, with one table per pod list and one plot (a panel per pod list).
+    With ``--gang-size`` (or a ``job_id`` column) each record also carries ``gangs``: planned, completed,
+    failed, fail_fast and waiting_gpu_seconds (:mod:`app.sim.gangs`).
     """
     require_sim_extra()
     import orjson
@@ -114,6 +127,7 @@ def sim(
     from app.plugins.registry import default_registry
     from app.sim.errors import SimInputError
     from app.sim.experiment import load_trace
+    from app.sim.gangs import check_gang_size, check_gang_wait
     from app.sim.policies import POLICIES, Policy, builtin_policy, config_policy
     from app.sim.published import find_published
     from app.sim.report import failures_table, json_records, plot_workloads, summary_table
@@ -133,6 +147,8 @@ def sim(
     # the summary table has 12 columns: keep it readable when the output is a file or a pipe
     console = Console(stderr=to_stderr, width=None if Console(stderr=to_stderr).is_terminal else 160)
     try:
+        check_gang_size(gang_size)
+        check_gang_wait(gang_wait)
         chosen: list[Policy] = [builtin_policy(p) for p in policy or []]
         known = default_registry().names()
         chosen += [config_policy(path, known) for path in config or []]
@@ -148,7 +164,7 @@ def sim(
     if len(set(names)) < len(names):
         _fail(f"--pods: two pod lists share the name {next(n for n in names if names.count(n) > 1)!r}")
     specs = [
-        RunSpec(nodes, t.pods_path, mode, pol, s, inflate, tie_break, pod_popularity_threshold)
+        RunSpec(nodes, t.pods_path, mode, pol, s, inflate, tie_break, pod_popularity_threshold, gang_size, gang_wait)
         for t in traces
         for pol in chosen
         for s in seeds

@@ -8,7 +8,8 @@ framework, exactly as plugins of a patched kube-scheduler would see it
 1. Re-check: PreFilter and Filter on the chosen node against the current cache, assumed pods
    included. The node may have filled up since this pod's filter call (other binds ran in
    between); without this, concurrent binds over-commit a node. Nothing awaits between this
-   check and the assumption, so two binds can never both take the last room.
+   check and the assumption, so two binds can never both take the last room. A refusal here is
+   an unschedulable attempt: the framework's unschedulable hook runs (upstream's PostFilter moment).
 2. Assume: the pod is accounted on the node (refused when it is already assumed or bound).
 3. Reserve, every plugin in order; a failure unreserves the plugins whose Reserve ran.
 4. Permit; on WAIT the request stays open in :meth:`Framework.wait_on_permit` until the pod is
@@ -128,6 +129,7 @@ class BindingCycle:
         if not pod.node_name:
             status = self.recheck(state, pod, node)
             if not status.is_success():
+                fw.run_unschedulable(state, pod)
                 return BindingOutcome(status, "Filter")
         try:
             assumed = cache.assume(pod, node)

@@ -85,6 +85,12 @@ class SnapshotLister:
         """The v1 Pod object of ``uid`` as last received (JSON-shaped dict), or None."""
         return self._cache.pod_objects.get(uid)
 
+    def in_flight(self, uid: str) -> bool:
+        """True while a binding cycle holds pod ``uid`` assumed and has not yet written its Binding (the
+        pod's ``node_name`` is then the assumed node, not a bound one)."""
+        entry = self._cache.assumed.get(uid)
+        return entry is not None and entry.deadline is None
+
     def objects(self, kind: str) -> Mapping[str, dict[str, Any]]:
         """Objects of another kind (``NodeMetric``, ``ElasticQuota``, ...) by ``[namespace/]name``."""
         return self._cache.objects.get(kind, {})

@@ -229,6 +229,27 @@ class PreemptionPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class UnschedulablePlugin(Plugin, Protocol):
+    """Told when a scheduling attempt of a pod found no feasible node: every candidate of kube-scheduler's
+    ``/filter`` call failed, or the binding cycle's re-check refused the chosen node. Upstream runs its
+    PostFilter plugins at that moment; Coscheduling's rejects the pod's Strict gang group there."""
+
+    def on_unschedulable(self, state: CycleState, pod: PodInfo) -> None:
+        """React to ``pod`` being unschedulable in this attempt (must not raise; the answer is unchanged)."""
+        ...
+
+
+@runtime_checkable
+class PodVerdictPlugin(Plugin, Protocol):
+    """A plugin whose verdict on a pod is not per node (e.g. Coscheduling's gang state), shown by the
+    explain endpoint (``POST /apis/v1/explain``) beside the per-node filter verdicts."""
+
+    def explain_pod(self, pod: PodInfo) -> dict[str, Any] | None:
+        """JSON-shaped verdict on ``pod``, or None when the plugin has nothing to say about it."""
+        ...
+
+
+@runtime_checkable
 class ServiceProvider(Plugin, Protocol):
     """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/`` (upstream ``APIServiceProvider``)."""
 

@@ -42,6 +42,7 @@ from app.framework.interfaces import (
     PreScorePlugin,
     ReservePlugin,
     ScorePlugin,
+    UnschedulablePlugin,
 )
 from app.framework.preemption import Candidate, pick_one_node_for_preemption, pod_start_time
 from app.framework.registry import Registry
@@ -109,6 +110,7 @@ class Framework:
         self.post_bind_plugins = [p for p in self.plugins if isinstance(p, PostBindPlugin)]
         self.post_filter_plugins = [p for p in self.plugins if isinstance(p, PostFilterPlugin)]
         self.preemption_plugins = [p for p in self.plugins if isinstance(p, PreemptionPlugin)]
+        self.unschedulable_plugins = [p for p in self.plugins if isinstance(p, UnschedulablePlugin)]
         handle.add_listener(_RejectDeletedWaitingPods(self.waiting_pods))
 
     def plugin(self, name: str) -> Plugin | None:
@@ -314,6 +316,15 @@ class Framework:
                 plugin.post_bind(state, pod, node)
             except Exception:  # the pod is bound; a plugin bug must not undo that
                 log.exception("PostBind plugin %s failed", plugin.name)
+
+    def run_unschedulable(self, state: CycleState, pod: PodInfo) -> None:
+        """Tell every :class:`~app.framework.interfaces.UnschedulablePlugin` that ``pod`` found no feasible
+        node in this attempt (an exception is logged; the answer stands)."""
+        for plugin in self.unschedulable_plugins:
+            try:
+                plugin.on_unschedulable(state, pod)
+            except Exception:  # a plugin bug must not fail the answer
+                log.exception("unschedulable hook of plugin %s failed for pod %s", plugin.name, pod.key)
 
     # ------------------------------------------------------------------ preemption
     def run_select_victims(

@@ -9,6 +9,7 @@ plugin in this order (see :func:`app.framework.config.default_config`).
 from __future__ import annotations
 
 from app.framework.registry import Registry
+from app.plugins.coscheduling.plugin import Coscheduling, new_coscheduling
 from app.plugins.deviceshare.plugin import DeviceShare, new_device_share
 from app.plugins.elasticquota.plugin import ElasticQuota, new_elastic_quota
 from app.plugins.loadaware.plugin import LoadAwareScheduling, new_load_aware
@@ -18,11 +19,12 @@ from app.plugins.noderesources.fit import NodeResourcesFit, new_node_resources_f
 def default_registry() -> Registry:
     """A new registry with every in-tree plugin, in the default plugin order.
 
-    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare (``Registry.names()``).
+    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare, Coscheduling (``Registry.names()``).
     """
     registry = Registry()
     registry.register(NodeResourcesFit.NAME, new_node_resources_fit)
     registry.register(LoadAwareScheduling.NAME, new_load_aware)
     registry.register(ElasticQuota.NAME, new_elastic_quota)
     registry.register(DeviceShare.NAME, new_device_share)
+    registry.register(Coscheduling.NAME, new_coscheduling)
     return registry

@@ -21,7 +21,7 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch, PreemptionPlugin
+from app.framework.interfaces import NodeBatch, PodVerdictPlugin, PreemptionPlugin
 from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import Code, Status
@@ -111,10 +111,12 @@ class ExtenderService:
         return self._filter(args, preempt=False)[0]
 
     def filter_and_preempt(self, args: ExtenderArgs) -> tuple[dict[str, Any], Preemption | None]:
-        """:meth:`filter`, and when a PreFilter rejected the pod as Unschedulable, the framework's
-        preemption inside the service (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the
-        known candidate nodes. The answer is the same either way (the nodes fail); the preemption
-        returned, if any, is to be started with :meth:`start_preemption` once the answer is on its way."""
+        """:meth:`filter` as kube-scheduler's scheduling attempt: when no candidate passes, the framework's
+        unschedulable hook runs (upstream's PostFilter moment); when a PreFilter rejected the pod as
+        Unschedulable, the framework's preemption inside the service
+        (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the known candidate nodes. The answer
+        is the same either way (the nodes fail); the preemption returned, if any, is to be started with
+        :meth:`start_preemption` once the answer is on its way."""
         return self._filter(args, preempt=True)
 
     def start_preemption(self, preemption: Preemption) -> None:
@@ -172,6 +174,8 @@ class ExtenderService:
                 "Error": str(exc),
             }
             return error, None
+        if preempt and names and not passing_pos:
+            self.framework.run_unschedulable(state, pod)  # upstream's PostFilter moment
         result: dict[str, Any] = {
             "Nodes": None,
             "NodeNames": None,
@@ -312,7 +316,9 @@ class ExtenderService:
 
     # ------------------------------------------------------------------ explain
     def explain(self, args: ExtenderArgs) -> dict[str, Any]:
-        """Why each node passes or fails, and how it scores (see the README's explain section)."""
+        """Why each node passes or fails, and how it scores (see the README's explain section); plugins with a
+        verdict on the pod as a whole (:class:`~app.framework.interfaces.PodVerdictPlugin`) add it under
+        ``podVerdicts`` by plugin name."""
         names = self.candidate_names(args)
         if args.NodeNames is None and args.Nodes is None:
             names = sorted(self.cache.nodes)  # no candidates given: explain every node
@@ -356,7 +362,15 @@ class ExtenderService:
                 "extenderScore": int(ext[i]),
             }
         ordered = {names[p]: nodes[names[p]] for p in sorted(set(positions) | set(missing))}
-        return {"pod": pod.key, "nodes": ordered}
+        answer: dict[str, Any] = {"pod": pod.key, "nodes": ordered}
+        verdicts = {
+            p.name: verdict
+            for p in self.framework.plugins
+            if isinstance(p, PodVerdictPlugin) and (verdict := p.explain_pod(pod)) is not None
+        }
+        if verdicts:
+            answer["podVerdicts"] = verdicts
+        return answer
 
 
 def _meta_field(obj: dict[str, Any], key: str, path: str) -> str:

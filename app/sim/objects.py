@@ -126,8 +126,9 @@ def pod_gpu_requests(pod: TracePod) -> dict[str, str]:
     return {RESOURCE_NVIDIA_GPU: str(pod.num_gpu)}
 
 
-def pod_object(pod: TracePod, name: str, uid: str) -> dict[str, Any]:
-    """A minimal valid v1 Pod for ``pod`` named ``name`` (resampled copies get their own name and uid)."""
+def pod_object(pod: TracePod, name: str, uid: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A minimal valid v1 Pod for ``pod`` named ``name`` (resampled copies get their own name and uid),
+    with ``annotations`` (e.g. a gang's, :func:`app.sim.gangs.gang_annotations`) when given."""
     gpu = pod_gpu_requests(pod)
     requests = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi", **gpu}
     resources: dict[str, Any] = {"requests": requests}
@@ -145,9 +146,7 @@ def pod_object(pod: TracePod, name: str, uid: str) -> dict[str, Any]:
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
         }
     labels = {LABEL_POD_QOS: pod.qos} if pod.qos in ("LS", "BE", "LSR", "LSE", "SYSTEM") else {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid, "labels": labels},
-        "spec": spec,
-    }
+    meta: dict[str, Any] = {"name": name, "namespace": NAMESPACE, "uid": uid, "labels": labels}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

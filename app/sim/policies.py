@@ -71,6 +71,19 @@ def config_policy(path: Path, known_plugins: list[str]) -> Policy:
     return Policy(path.stem, load_config(path, known_plugins))
 
 
+#: The gang scheduling plugin a replay with gangs enables (:func:`with_coscheduling`).
+COSCHEDULING = "Coscheduling"
+
+
+def with_coscheduling(policy: Policy) -> Policy:
+    """``policy`` with the Coscheduling plugin (default args) appended, unless it enables it already: a
+    replay with gangs needs it, whatever the policy places by."""
+    if any(spec.name == COSCHEDULING for spec in policy.config.plugins):
+        return policy
+    specs = (*policy.config.plugins, PluginSpec(COSCHEDULING))
+    return replace(policy, config=SchedulerConfig(specs))
+
+
 #: Percent of the trace's pods the typical shapes must cover: the authors' runs use 95
 #: (``generate_config_and_run.py``: ``podPopularityThreshold: 95``, ``podIncreaseStep: 1``). On the
 #: default trace that keeps 35 of 91 shapes, all of them single-GPU or GPU-less. The 8-GPU pods

@@ -6,7 +6,20 @@ nodes, ``POST /filter`` with their names, ``POST /prioritize`` with the survivor
 Random policy), the best extender score wins, ``POST /bind``. Ties among the best go by
 :data:`TIE_BREAKS` (``order``, the authors' choice, is the static protocol's default so that
 figures compare; ``random``, kube-scheduler's own, the timed default). A pod
-that fails is recorded with its reason and not retried. Metrics follow the paper: GPU allocation
+that fails is recorded with its reason and not retried.
+
+Gangs (:mod:`app.sim.gangs`; only when the run is given some): a member is created in the source when
+it arrives and waits there (kube-scheduler's PreEnqueue would hold it: the gang lacks children) until
+its gang's last member arrived. Then, member after member in arrival order, as kube-scheduler's
+scheduling cycles: fit, ``/filter``, ``/prioritize``, the pod assumed in the sim's node fit, and its
+``/bind`` sent on its own connection (:class:`~app.sim.transport.PosterPool`) without waiting for the
+answer; the next member starts once the service holds this one at Permit (or answered it), so every
+member's ``/filter`` sees the earlier ones assumed. Once a member fails, the gang's remaining members
+are not tried (a failed pod is not retried, so the gang cannot complete). The sim then waits for
+every ``/bind`` of the gang before the next event: the gang is bound together, or its members are
+rejected (Strict: by the service at once when a member's ``/filter`` found no node; after their
+``waiting-time`` when kube-scheduler's own fit refused a member, as the extender is then not asked).
+A bind refused releases its pod from the sim's node fit. Metrics follow the paper: GPU allocation
 ratio (allocated milli-GPU over capacity, percent) at each whole percent of arrived GPU requests,
 computed as the authors do (:mod:`app.sim.curve`), and the fragmentation ratio at 70 % and 90 %
 arrived, the mean over the arrivals that round to them, as the authors compute it.
@@ -17,6 +30,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,16 +38,19 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.plugins.coscheduling.capacity import FAIL_FAST_MARK
 from app.sim.allocations import GpuUsage, GpuUsageTracker, check_allocations
 from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
 from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
+from app.sim.gangs import DEFAULT_GANG_WAIT, GangStats, SimGang, check_gang_wait, gang_annotations
 from app.sim.objects import NAMESPACE, device_object, node_object, pod_object
 from app.sim.policies import Policy
 from app.sim.service import InProcessService
 from app.sim.trace import MILLI_PER_GPU, TraceNode, TracePod
-from app.sim.workload import EventKind, SimEvent
+from app.sim.transport import PosterPool
+from app.sim.workload import Arrival, EventKind, SimEvent
 
 #: Arrived-workload percentages (of GPU capacity) reported in the JSON output.
 ALLOCATION_POINTS: tuple[int, ...] = (100, 130)
@@ -49,6 +66,16 @@ VERBS: tuple[str, ...] = ("filter", "prioritize", "bind")
 #: - ``name``: the smallest node name (byte order).
 #: - ``random``: uniformly, kube-scheduler's reservoir sampling in ``selectHost``.
 TIE_BREAKS: tuple[str, ...] = ("order", "name", "random")
+
+#: How ``failed_pods`` names a member refused by Coscheduling's fail-fast capacity check (the service's
+#: message names the gang and its figures, one distinct reason per gang otherwise).
+FAIL_FAST_REASON = "filter: Coscheduling fail-fast: the gang cannot fit the cluster's free capacity"
+#: How ``failed_pods`` names a gang member not tried because an earlier member of its gang failed.
+GANG_NOT_TRIED_REASON = "gang: not tried, an earlier member of its gang failed"
+#: How ``failed_pods`` names a gang member whose gang lost a member before it was complete (timed mode).
+GANG_BROKEN_REASON = "gang: a member left before the gang was complete"
+#: Seconds between two looks at whether the service holds a gang member at Permit.
+PERMIT_POLL_SECONDS = 0.0005
 
 
 def check_tie_break(name: str) -> str:
@@ -80,6 +107,8 @@ class SimResult:
             answering inside the handler (server side, from the service's latency histogram).
         problems: findings of :func:`app.sim.allocations.check_allocations` at the end.
         workload: the pod list's name (its file stem, e.g. ``openb_pod_list_default``); "" unknown.
+        gangs: what the run counted about gangs (:class:`~app.sim.gangs.GangStats`); None when the run
+            replays no gangs (then the JSON record has no ``gangs`` key, as before gangs existed).
     """
 
     policy: str
@@ -94,14 +123,16 @@ class SimResult:
     client_seconds: dict[str, float] = field(default_factory=dict)
     server_seconds: dict[str, float] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    gangs: GangStats | None = None
 
     def allocation_at(self, percent: int) -> float | None:
         """Allocation ratio when arrived GPU requests reached ``percent`` % of capacity (None: never)."""
         return self.curve[percent] if percent < len(self.curve) else None
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON record: workload, policy, seed, gpu_allocation_ratio, frag_ratio, failed_pods, wall_seconds."""
-        return {
+        """The JSON record: workload, policy, seed, gpu_allocation_ratio, frag_ratio, failed_pods, wall_seconds,
+        and ``gangs`` (:meth:`GangStats.to_json`) when the run replayed gangs."""
+        record = {
             "workload": self.workload,
             "policy": self.policy,
             "seed": self.seed,
@@ -110,6 +141,9 @@ class SimResult:
             "failed_pods": dict(sorted(self.failed.items(), key=lambda kv: (-kv[1], kv[0]))),
             "wall_seconds": round(self.wall_seconds, 2),
         }
+        if self.gangs is not None:
+            record["gangs"] = self.gangs.to_json()
+        return record
 
 
 def _round(value: float | None) -> float | None:
@@ -133,9 +167,12 @@ class Simulation:
         fragmentation: F_n bound to the target workload, or None (no fragmentation metric).
         progress: called with the number of events processed so far, now and then.
         tie_break: one of :data:`TIE_BREAKS`.
+        gangs: the gang of each arrival uid that belongs to one (:func:`app.sim.gangs.plan_gangs`); None:
+            the run replays no gangs (an empty dict: it does, and reports the counts, all zero).
+        gang_wait: seconds each gang waits at Permit (its members' ``waiting-time``).
 
     Raises:
-        SimInputError: unknown ``tie_break``.
+        SimInputError: unknown ``tie_break``, or ``gang_wait`` outside (0, 900].
     """
 
     def __init__(
@@ -147,8 +184,12 @@ class Simulation:
         fragmentation: FragmentationFn | None = None,
         progress: Callable[[int], None] | None = None,
         tie_break: str = "random",
+        gangs: dict[str, SimGang] | None = None,
+        gang_wait: float = DEFAULT_GANG_WAIT,
     ) -> None:
         self.tie_break = check_tie_break(tie_break)
+        self.gang_wait = check_gang_wait(gang_wait)
+        self.gangs = gangs or {}
         self.service = service
         self.nodes = nodes
         self.policy = policy
@@ -176,6 +217,11 @@ class Simulation:
         self._usage = GpuUsageTracker(self.rows)
         self._usage_changed: list[str] = []  # uids bound or deleted since the last usage read
         self._models = [n.model for n in nodes]
+        if gangs is not None:
+            self.result.gangs = GangStats(planned=len({id(g) for g in gangs.values()}))
+        self._gang_arrived: dict[str, list[tuple[Arrival, dict[str, Any], npt.NDArray[np.int64]]]] = {}
+        self._gang_closed: set[str] = set()  # gangs scheduled or broken: members arriving later fail
+        self._binds: PosterPool | None = None
 
     @property
     def allocated_milli(self) -> int:
@@ -222,6 +268,9 @@ class Simulation:
             if self.progress is not None and i % 64 == 0:
                 self.progress(i)
         self.result.wall_seconds = time.perf_counter() - start
+        if self._binds is not None:
+            self._binds.close()
+            self._binds = None
         if self.capacity:
             self.result.curve = allocation_curve(self._arrived_log, self._allocated_log, self.capacity)
         for point, samples in self._frag_samples.items():
@@ -262,31 +311,43 @@ class Simulation:
     def _arrive(self, event: SimEvent) -> None:
         arrival = event.arrival
         pod = arrival.pod
-        obj = pod_object(pod, arrival.name, arrival.uid)
+        gang = self.gangs.get(arrival.uid)
+        annotations = gang_annotations(gang, self.gang_wait) if gang is not None else None
+        obj = pod_object(pod, arrival.name, arrival.uid, annotations)
         source = self.service.source
         self.service.call(lambda: source.create_or_update(obj))
         self.result.arrived_pods += 1
         self._pending.add(arrival.uid)
         vec = self._vector(pod)
-        node = self._schedule(pod, obj, vec)
-        if node is not None:
-            row = self.rows[node]
-            self.fit.add(row, vec)
-            self._bound[arrival.uid] = (row, vec, pod.gpu_total_milli)
-            self._usage_changed.append(arrival.uid)
-            self._pending.discard(arrival.uid)
-            self._allocated += pod.gpu_total_milli
-            self.result.scheduled_pods += 1
+        if gang is not None:
+            self._gang_arrive(gang, arrival, obj, vec)
+        else:
+            node = self._schedule(pod, obj, vec)
+            if node is not None:
+                row = self.rows[node]
+                self.fit.add(row, vec)
+                self._record_bound(arrival, row, vec)
         self._arrived += pod.gpu_total_milli
         self._arrived_log.append(self._arrived)
         self._allocated_log.append(self._allocated)
         self._record_fragmentation()
+
+    def _record_bound(self, arrival: Arrival, row: int, vec: npt.NDArray[np.int64]) -> None:
+        """``arrival`` is bound on node ``row`` (already added to the node fit)."""
+        self._bound[arrival.uid] = (row, vec, arrival.pod.gpu_total_milli)
+        self._usage_changed.append(arrival.uid)
+        self._pending.discard(arrival.uid)
+        self._allocated += arrival.pod.gpu_total_milli
+        self.result.scheduled_pods += 1
 
     def _depart(self, event: SimEvent) -> None:
         arrival = event.arrival
         bound = self._bound.pop(arrival.uid, None)
         if bound is None and arrival.uid not in self._pending:
             return
+        gang = self.gangs.get(arrival.uid)
+        if gang is not None and gang.name in self._gang_arrived:
+            self._break_gang(gang)
         self._pending.discard(arrival.uid)
         source = self.service.source
         self.service.call(lambda: source.delete("Pod", arrival.name, namespace=NAMESPACE))
@@ -306,22 +367,34 @@ class Simulation:
 
     def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
         """Schedule one pod; the chosen node, or None with the failure recorded."""
+        node, reason = self._choose(pod, obj, vec)
+        if node is None:
+            self.result.failed[reason] += 1
+            return None
+        meta = obj["metadata"]
+        bound = self._post(
+            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+        )
+        if bound.get("Error"):
+            self.result.failed[f"bind: {bound['Error']}"] += 1
+            return None
+        return node
+
+    def _choose(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> tuple[str | None, str]:
+        """kube-scheduler's scheduling cycle for one pod: (the chosen node, "") or (None, the failure reason)."""
         rows = self.fit.feasible(pod, vec)
         if len(rows) == 0:
             reasons = self.fit.reasons(pod, vec)
             reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
-            self.result.failed[f"node-fit: {reason}"] += 1
-            return None
+            return None, f"node-fit: {reason}"
         names = self.fit.names
         answer = self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": [names[r] for r in rows.tolist()]})
         if answer.get("Error"):
-            self.result.failed[f"filter: {answer['Error']}"] += 1
-            return None
+            return None, f"filter: {answer['Error']}"
         survivors: list[str] = answer.get("NodeNames") or []
         if not survivors:
             failed = {**(answer.get("FailedNodes") or {}), **(answer.get("FailedAndUnresolvableNodes") or {})}
-            self.result.failed[f"filter: {_most_common(failed)}" if failed else "filter: no node passed"] += 1
-            return None
+            return None, f"filter: {_most_common(failed)}" if failed else "filter: no node passed"
         if self.policy.prioritize and len(survivors) > 1:
             scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
             values = np.array([h["Score"] for h in scores], dtype=np.int64)
@@ -336,14 +409,96 @@ class Simulation:
                 node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
-        meta = obj["metadata"]
-        bound = self._post(
-            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
-        )
-        if bound.get("Error"):
-            self.result.failed[f"bind: {bound['Error']}"] += 1
-            return None
-        return node
+        return node, ""
+
+    # ------------------------------------------------------------------ gangs
+    def _gang_arrive(self, gang: SimGang, arrival: Arrival, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> None:
+        """A member arrived: kept until its gang's last member arrives, then the gang is scheduled."""
+        if gang.name in self._gang_closed:
+            self.result.failed[GANG_BROKEN_REASON] += 1
+            return
+        arrived = self._gang_arrived.setdefault(gang.name, [])
+        arrived.append((arrival, obj, vec))
+        if len(arrived) == gang.size:
+            del self._gang_arrived[gang.name]
+            self._gang_closed.add(gang.name)
+            self._schedule_gang(gang, arrived)
+
+    def _break_gang(self, gang: SimGang) -> None:
+        """A member of ``gang`` left before the gang was complete: its arrived members fail, so will the rest."""
+        arrived = self._gang_arrived.pop(gang.name)
+        self._gang_closed.add(gang.name)
+        self.result.failed[GANG_BROKEN_REASON] += len(arrived)
+        stats = self.result.gangs
+        if stats is not None:
+            stats.failed += 1
+
+    def _gang_reason(self, gang: SimGang, reason: str) -> str:
+        """``reason`` with the gang's id and member names replaced by ``<gang>`` and ``<member>`` (one
+        ``failed_pods`` key for every gang failing the same way); fail-fast refusals as :data:`FAIL_FAST_REASON`."""
+        if FAIL_FAST_MARK in reason:
+            return FAIL_FAST_REASON
+        reason = reason.replace(f"{NAMESPACE}/{gang.name}", "<gang>")
+        for name in sorted((m.name for m in gang.members), key=len, reverse=True):
+            reason = reason.replace(name, "<member>")
+        return reason
+
+    def _schedule_gang(
+        self, gang: SimGang, members: list[tuple[Arrival, dict[str, Any], npt.NDArray[np.int64]]]
+    ) -> None:
+        """Schedule every member of ``gang`` and wait for all of their binds (see the module docstring)."""
+        if self._binds is None:
+            largest = max((g.size for g in self.gangs.values()), default=1)
+            self._binds = PosterPool("127.0.0.1", self.service.port, largest, timeout=self.gang_wait + 60.0)
+        binds = self._binds
+        inflight: list[tuple[Arrival, int, npt.NDArray[np.int64], float, Future[tuple[int, bytes, float]]]] = []
+        failed = fail_fast = False
+        for arrival, obj, vec in members:
+            if failed:
+                self.result.failed[GANG_NOT_TRIED_REASON] += 1
+                continue
+            node, reason = self._choose(arrival.pod, obj, vec)
+            if node is None:
+                failed = True
+                fail_fast = FAIL_FAST_MARK in reason
+                self.result.failed[self._gang_reason(gang, reason)] += 1
+                continue
+            row = self.rows[node]
+            self.fit.add(row, vec)  # kube-scheduler assumes the pod before its binding cycle
+            body = {"PodName": arrival.name, "PodNamespace": NAMESPACE, "PodUID": arrival.uid, "Node": node}
+            sent = time.perf_counter()
+            future = binds.submit("/bind", orjson.dumps(body))
+            self._await_permit(arrival.uid, future)
+            inflight.append((arrival, row, vec, sent, future))
+        held = 0.0
+        for arrival, row, vec, sent, future in inflight:
+            status, content, answered = future.result()
+            self.result.client_seconds["bind"] += answered - sent
+            if status != 200:
+                raise VerbError(f"/bind answered {status}: {content.decode(errors='replace')}")
+            held += (answered - sent) * arrival.pod.gpu_total_milli / MILLI_PER_GPU
+            error = orjson.loads(content).get("Error")
+            if error:
+                failed = True
+                self.fit.remove(row, vec)
+                self.result.failed[self._gang_reason(gang, f"bind: {error}")] += 1
+            else:
+                self._record_bound(arrival, row, vec)
+        stats = self.result.gangs
+        if stats is not None:
+            stats.waiting_gpu_seconds += held
+            stats.failed += failed
+            stats.completed += not failed
+            stats.fail_fast += fail_fast
+
+    def _await_permit(self, uid: str, future: Future[tuple[int, bytes, float]]) -> None:
+        """Return once the service holds pod ``uid`` at Permit (assumed: the next member's ``/filter`` sees
+        it) or answered its ``/bind``."""
+        waiting = self.service.state.framework.waiting_pods
+        while not future.done():
+            if self.service.read(lambda: waiting.get(uid) is not None):
+                return
+            time.sleep(PERMIT_POLL_SECONDS)
 
     # ------------------------------------------------------------------ metrics
     def _record_fragmentation(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from app.framework.config import ConfigError
 from app.sim.errors import SimInputError
 from app.sim.experiment import Trace, default_tie_break, events_for, load_trace, run_one
+from app.sim.gangs import DEFAULT_GANG_WAIT, check_gang_size, check_gang_wait
 from app.sim.policies import Policy, trace_workload
 from app.sim.run import SimResult, VerbError, check_tie_break
 from app.sim.service import ServiceError
@@ -45,6 +46,8 @@ class RunSpec:
         inflate: static mode's resampling target (x GPU capacity).
         tie_break: None for the mode's default.
         popularity_percent: the typical pods' coverage (percent).
+        gang_size: ``--gang-size`` (None: gangs from job ids only, if the trace has any).
+        gang_wait: ``--gang-wait``, seconds a gang waits at Permit.
     """
 
     nodes: Path
@@ -55,6 +58,8 @@ class RunSpec:
     inflate: float = 1.3
     tie_break: str | None = None
     popularity_percent: float = 95.0
+    gang_size: int | None = None
+    gang_wait: float = DEFAULT_GANG_WAIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +84,15 @@ def _trace(spec: RunSpec) -> Trace:
 
 def check_spec(trace: Trace, spec: RunSpec) -> None:
     """Refuse, before any worker starts, what every run of ``spec``'s options would refuse: a bad
-    tie-break, ``inflate`` or popularity percent (cheap: the first seed's event list is drawn).
+    tie-break, ``inflate``, popularity percent, gang size or gang wait (cheap: the first seed's event
+    list is drawn).
 
     Raises:
         SimInputError: the option's message, as the run itself would raise it.
     """
     check_tie_break(spec.tie_break or default_tie_break(spec.mode))
+    check_gang_size(spec.gang_size)
+    check_gang_wait(spec.gang_wait)
     events_for(trace, spec.mode, spec.seed, spec.inflate)
     trace_workload(trace.pods, spec.popularity_percent)
 
@@ -107,6 +115,8 @@ def execute(spec: RunSpec, progress: Callable[[int, int], None] | None = None) -
             progress=progress,
             tie_break=spec.tie_break,
             popularity_percent=spec.popularity_percent,
+            gang_size=spec.gang_size,
+            gang_wait=spec.gang_wait,
         )
     except SimInputError as exc:
         return RunOutcome(None, str(exc))

@@ -21,8 +21,9 @@ from app.sim.errors import SimInputError
 
 NODE_COLUMNS: tuple[str, ...] = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS: tuple[str, ...] = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
-#: Pod columns that may be absent (the multigpu lists): no model constraint, no QoS when missing.
-OPTIONAL_POD_COLUMNS: tuple[str, ...] = ("gpu_spec", "qos")
+#: Pod columns that may be absent (the multigpu lists): no model constraint, no QoS when missing;
+#: ``job_id`` (absent from the Alibaba lists) groups a job's pods into one gang (:mod:`app.sim.gangs`).
+OPTIONAL_POD_COLUMNS: tuple[str, ...] = ("gpu_spec", "qos", "job_id")
 TIME_COLUMNS: tuple[str, ...] = ("creation_time", "deletion_time")
 
 #: Why timed mode refuses a pod list without times (the multigpu lists have none).
@@ -58,6 +59,7 @@ class TracePod:
         qos: the trace's QoS (``LS``, ``BE``, ``Burstable``, ``Guaranteed`` ...).
         creation_time, deletion_time: seconds (None when the column is absent or empty).
         line: line number in the file (header = 1).
+        job_id: the ``job_id`` column ("" when absent or empty): pods of one job form one gang.
     """
 
     name: str
@@ -70,6 +72,7 @@ class TracePod:
     creation_time: int | None
     deletion_time: int | None
     line: int
+    job_id: str = ""
 
     @property
     def gpu_total_milli(self) -> int:
@@ -182,8 +185,8 @@ def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = Fa
             ``deletion_time`` may be empty (the pod never leaves). Without them (the multigpu
             lists) the message says that timed mode needs them and static mode takes the list.
 
-    ``gpu_spec`` and ``qos`` are optional columns: absent, a pod has no model constraint
-    (``gpu_models`` None) and no QoS (``qos`` "", no QoS label).
+    ``gpu_spec``, ``qos`` and ``job_id`` are optional columns: absent, a pod has no model constraint
+    (``gpu_models`` None), no QoS (``qos`` "", no QoS label) and no job (``job_id`` "").
 
     Raises:
         SimInputError: missing columns, non-integer or negative numbers, ``num_gpu`` above 8,
@@ -240,6 +243,7 @@ def load_pods(path: str | Path, known_models: set[str], *, need_times: bool = Fa
                 created,
                 deleted,
                 line,
+                (row.get("job_id") or "").strip(),
             )
         )
     if not out:

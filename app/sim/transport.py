@@ -11,6 +11,9 @@ else. Plain HTTP to one host only.
 from __future__ import annotations
 
 import http.client
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import httpx
 
@@ -78,6 +81,54 @@ class HttpPoster:
 
 
 _JSON = {"Content-Type": "application/json"}
+
+
+class PosterPool:
+    """POSTs that must be in flight together (a gang's ``/bind`` calls, each held open at Permit until the
+    whole gang is there): a thread pool whose every thread owns its own :class:`HttpPoster` connection.
+
+    Only runs with gangs create one; the verb loop's own :class:`HttpPoster` is untouched.
+
+    Args:
+        host, port: the server.
+        workers: requests that may be in flight at once (threads, each with one connection).
+        timeout: socket timeout in seconds (above the longest wait an answer may take).
+    """
+
+    def __init__(self, host: str, port: int, workers: int, timeout: float = 60.0) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="koord-sim-post")
+        self._local = threading.local()
+        self._posters: list[HttpPoster] = []
+        self._lock = threading.Lock()
+
+    def _poster(self) -> HttpPoster:
+        poster: HttpPoster | None = getattr(self._local, "poster", None)
+        if poster is None:
+            poster = self._local.poster = HttpPoster(self.host, self.port, self.timeout)
+            with self._lock:
+                self._posters.append(poster)
+        return poster
+
+    def _post(self, path: str, body: bytes) -> tuple[int, bytes, float]:
+        status, content = self._poster().post(path, body)
+        return status, content, time.perf_counter()
+
+    def submit(self, path: str, body: bytes) -> Future[tuple[int, bytes, float]]:
+        """``POST path`` with the JSON ``body`` on a pool thread; the future's result is (HTTP status,
+        response body, ``time.perf_counter()`` when the answer was read). The future raises as
+        :meth:`HttpPoster.send`."""
+        return self._pool.submit(self._post, path, body)
+
+    def close(self) -> None:
+        """Wait for the requests in flight, stop the threads and close their connections."""
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            for poster in self._posters:
+                poster.close()
+            self._posters.clear()
 
 
 class KeepAliveTransport(httpx.BaseTransport):
