@@ -40,6 +40,7 @@ class PodInfo:
         initialized_time: ``Initialized=True`` lastTransitionTime as epoch seconds, or None.
         labels, annotations: metadata maps.
         resource_version: ``metadata.resourceVersion``.
+        owner_references: ``metadata.ownerReferences`` (the entries that are objects), as received.
     """
 
     uid: str
@@ -59,6 +60,7 @@ class PodInfo:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     resource_version: str = ""
+    owner_references: tuple[dict[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -203,4 +205,5 @@ def parse_pod(obj: Any) -> PodInfo:
         labels=labels,
         annotations=annotations,
         resource_version=str(meta.get("resourceVersion") or ""),
+        owner_references=tuple(o for o in owners if isinstance(o, dict)),
     )
