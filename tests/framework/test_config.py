@@ -23,7 +23,13 @@ def build(data: object) -> Framework:
 
 def test_defaults() -> None:
     fw = build(None)
-    assert [p.name for p in fw.plugins] == ["NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "DeviceShare"]
+    assert [p.name for p in fw.plugins] == [
+        "NodeResourcesFit",
+        "LoadAwareScheduling",
+        "ElasticQuota",
+        "DeviceShare",
+        "Reservation",
+    ]
     la = fw.plugin("LoadAwareScheduling")
     assert la is not None
     args = la.args  # type: ignore[attr-defined]
