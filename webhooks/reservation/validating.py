@@ -54,7 +54,9 @@ def _requests_errors(template: dict[str, Any]) -> list[str]:
     positive = False
     for i, container in enumerate(containers):
         path = f"spec.template.spec.containers[{i}].resources.requests"
-        requests = ((container or {}).get("resources") or {}).get("requests") if isinstance(container, dict) else None
+        requests: Any = (
+            ((container or {}).get("resources") or {}).get("requests") if isinstance(container, dict) else None
+        )
         try:
             parsed = parse_resource_list(requests, field=path)
         except QuantityError as exc:
