@@ -72,6 +72,8 @@ _CHOSEN = f"{NAME}/chosen"
 #: Seconds between two placement rounds and between two controller rounds.
 PLACEMENT_INTERVAL = 0.2
 CONTROLLER_INTERVAL = 1.0
+#: Reservations the controller looks at between two yields to the event loop.
+YIELD_EVERY = 64
 #: Backoff of an unschedulable reservation (kube-scheduler's podInitialBackoff / podMaxBackoff).
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
@@ -409,7 +411,11 @@ class Reservation(
         """One controller round (expiry, node gone, owners, allocateOnce, GC); returns the actions taken."""
         now = self.handle.now()
         done = 0
-        for info in list(self.store.by_name.values()):
+        for i, info in enumerate(list(self.store.by_name.values())):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)  # thousands of reservations must not hold the event loop
+            if self.store.get(info.name) is not info:
+                continue  # changed while we yielded: the next round sees the new version
             action = decide(self.handle, self.store, info, now)
             if action is None:
                 continue
