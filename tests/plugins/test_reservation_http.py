@@ -306,3 +306,19 @@ def test_bad_reservation_is_rejected_alone(tmp_path: Path) -> None:
         assert result["FailedAndUnresolvableNodes"]["n1"].startswith(
             "invalid scheduling.koordinator.sh/reservation-affinity"
         )
+
+
+def test_example_reservation_is_placed_in_the_example_cluster(tmp_path: Path) -> None:
+    from tests.conftest import EXAMPLE_CLUSTER, ROOT
+
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    for f in EXAMPLE_CLUSTER.iterdir():
+        (cluster / f.name).write_text(f.read_text())
+    (cluster / "reservation.yaml").write_text((ROOT / "examples" / "reservation.yaml").read_text())
+    with LiveServer(FileSource(cluster, poll_interval=0)) as srv:
+        view = wait_for(lambda: phase_is(srv, "web-upgrade", "Available"))
+        assert view["allocatable"] == {"cpu": "4", "memory": "8Gi"} and view["expires"] is not None
+        web = srv.service.cache.pod_objects["example-web-0"]
+        assert bind_call(srv, web, view["nodeName"])["Error"] == ""
+        wait_for(lambda: reservation_view(srv, "web-upgrade")["allocated"] == {"cpu": "3", "memory": "4Gi"})

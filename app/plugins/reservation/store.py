@@ -80,6 +80,8 @@ class ReservationStore(CacheListener):
         self.reserved_by_plugin: dict[str, str] = {}
         #: resources that have a ``resv:`` column.
         self.resources: set[str] = set()
+        #: reservation name -> epoch s it was first seen (its creation time when the object has none).
+        self._first_seen: dict[str, float] = {}
         #: reservation name -> uids of placed pods whose annotation names it before it is known.
         self._orphans: dict[str, set[str]] = {}
         #: Bumped on every change of a reservation's phase, node or owners (observers compare it).
@@ -146,6 +148,7 @@ class ReservationStore(CacheListener):
             return
         old = self.by_name.get(key)
         if obj is None:
+            self._first_seen.pop(key, None)
             self._drop(key, old)
             return
         try:
@@ -153,6 +156,8 @@ class ReservationStore(CacheListener):
         except ValueError:
             self._drop(key, old)
             raise
+        if info.created is None:  # the file source sets no creationTimestamp: the ttl runs from first sight
+            info.created = self._first_seen.setdefault(key, self.handle.now())
         if old is None or (old.uid, old.phase, old.node_name) != (info.uid, info.phase, info.node_name):
             self.generation += 1
         self._drop(key, old, keep_pods=True)
