@@ -229,6 +229,17 @@ class PreemptionPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class ReservationNominator(Plugin, Protocol):
+    """Knows which reservations a pod may use (upstream ``frameworkext.ReservationNominator``), so plugins that
+    count capacity (ElasticQuota) can leave out what a reservation already holds for the pod."""
+
+    def reservations_for(self, pod: PodInfo) -> list[tuple[str, dict[str, int]]]:
+        """(reservation name, unallocated remainder in internal units) of every active reservation ``pod``
+        may use; [] when none."""
+        ...
+
+
+@runtime_checkable
 class ServiceProvider(Plugin, Protocol):
     """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/`` (upstream ``APIServiceProvider``)."""
 

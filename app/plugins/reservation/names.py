@@ -6,13 +6,15 @@ Sources: ``apis/extension/reservation.go``, ``apis/scheduling/v1alpha1/reservati
 
 from __future__ import annotations
 
+from app.api import reservation as api
+
 NAME = "Reservation"
 DOMAIN = "scheduling.koordinator.sh"
 
 # --- pod labels / annotations (apis/extension/reservation.go)
 LABEL_RESERVATION_IGNORED = f"{DOMAIN}/reservation-ignored"
 LABEL_RESERVATION_ORDER = f"{DOMAIN}/reservation-order"
-ANNOTATION_RESERVATION_ALLOCATED = f"{DOMAIN}/reservation-allocated"
+ANNOTATION_RESERVATION_ALLOCATED = api.ANNOTATION_RESERVATION_ALLOCATED
 ANNOTATION_RESERVATION_AFFINITY = f"{DOMAIN}/reservation-affinity"
 ANNOTATION_EXACT_MATCH_RESERVATION = f"{DOMAIN}/exact-match-reservation"
 
@@ -27,8 +29,8 @@ MAX_INT32 = 2**31 - 1
 
 # --- phases and conditions (reservation_types.go)
 PHASE_PENDING = "Pending"
-PHASE_AVAILABLE = "Available"
-PHASE_WAITING = "Waiting"
+PHASE_AVAILABLE = api.PHASE_AVAILABLE
+PHASE_WAITING = api.PHASE_WAITING
 PHASE_SUCCEEDED = "Succeeded"
 PHASE_FAILED = "Failed"
 CONDITION_SCHEDULED = "Scheduled"

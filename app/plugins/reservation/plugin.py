@@ -43,6 +43,7 @@ from app.framework.interfaces import (
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationNominator,
     ReservePlugin,
     ServiceProvider,
 )
@@ -89,6 +90,7 @@ class Reservation(
     PreBindPlugin,
     BackgroundPlugin,
     ServiceProvider,
+    ReservationNominator,
 ):
     """See the module docstring. Units: milli-cores for cpu, base units otherwise."""
 
@@ -221,6 +223,18 @@ class Reservation(
             if requests[r] > int(free[r][pos]) - (int(reserved[r][pos]) if r in reserved else 0)
         ]
         return Status.unschedulable(*(node_reason(r) for r in alone)) if alone else None
+
+    def reservations_for(self, pod: PodInfo) -> list[tuple[str, dict[str, int]]]:
+        """(name, unallocated remainder) of the active reservations ``pod`` may use, sorted by name (a
+        malformed affinity annotation: none)."""
+        if not self.store.any_active():
+            return []
+        try:
+            found = match_pod(self.store, pod)
+        except AffinityError:
+            return []
+        infos = sorted((i for infos in found.by_node.values() for i in infos), key=lambda i: i.name)
+        return [(i.name, self.store.remaining(i.name)) for i in infos]
 
     # ------------------------------------------------------------------ Score
     def _fitting(self, found: PodReservations, pod: PodInfo, node: str) -> list[ReservationInfo]:

@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import orjson
 
+from app.api.reservation import allocated_ref as annotation_ref
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 from app.framework.handle import Handle
-from app.plugins.reservation import names as n
 from app.plugins.reservation.model import ReservationInfo, parse_reservation
 from app.plugins.reservation.owners import OwnerIndex
 
@@ -46,16 +45,7 @@ def reserved_column(resource: str) -> str:
 
 def allocated_ref(pod: PodInfo) -> tuple[str, str] | None:
     """(name, uid) of the pod's ``reservation-allocated`` annotation, or None (absent or not JSON)."""
-    raw = pod.annotations.get(n.ANNOTATION_RESERVATION_ALLOCATED)
-    if not raw:
-        return None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    return str(data.get("name") or ""), str(data.get("uid") or "")
+    return annotation_ref(pod.annotations)
 
 
 class ReservationStore(CacheListener):
