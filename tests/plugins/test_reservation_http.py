@@ -322,3 +322,56 @@ def test_example_reservation_is_placed_in_the_example_cluster(tmp_path: Path) ->
         web = srv.service.cache.pod_objects["example-web-0"]
         assert bind_call(srv, web, view["nodeName"])["Error"] == ""
         wait_for(lambda: reservation_view(srv, "web-upgrade")["allocated"] == {"cpu": "3", "memory": "4Gi"})
+
+
+def test_kubernetes_source_places_through_the_status_subresource(tmp_path: Path) -> None:
+    """With the Kubernetes source on the fake API server: the Reservation is listed like any watched kind and
+    placed by a merge patch of ``reservations/r1/status``."""
+    import json
+
+    from app.sources.kubernetes import KubernetesSource
+    from tests.client.fake_apiserver import FakeAPIServer, wait_until
+
+    fake = FakeAPIServer()
+    try:
+        fake.seed("/api/v1/nodes", node("n1", cpu="2"), node("n2", cpu="8"))
+        fake.seed("/apis/scheduling.koordinator.sh/v1alpha1/reservations", reservation("r1", cpu="4"))
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+            "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+            "current-context": "fake",
+        }
+        (tmp_path / "kubeconfig").write_text(json.dumps(config))
+        source = KubernetesSource(
+            ("Node", "Pod", "Reservation"), kubeconfig=str(tmp_path / "kubeconfig"), backoff_initial=0.1
+        )
+        path = "/apis/scheduling.koordinator.sh/v1alpha1/reservations/r1/status"
+        with LiveServer(source):
+
+            def patched() -> bool:
+                return any(c.method == "PATCH" and c.path.split("?")[0] == path for c in fake.calls())
+
+            wait_until(patched, timeout=10)
+        call = next(c for c in fake.calls("PATCH") if c.path.split("?")[0] == path)
+        assert call.headers["content-type"] == "application/merge-patch+json"
+        assert call.body["status"]["phase"] == "Available" and call.body["status"]["nodeName"] == "n2"
+        assert call.body["status"]["allocatable"] == {"cpu": "4", "memory": "2Gi"}
+    finally:
+        fake.close()
+
+
+def test_finished_reservations_are_garbage_collected_after_24h(tmp_path: Path) -> None:
+    old = "2020-01-01T00:00:00Z"
+    recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 3600))
+
+    def finished(name: str, at: str) -> dict[str, Any]:
+        ready = {"type": "Ready", "status": "False", "reason": "Succeeded", "lastTransitionTime": at}
+        return reservation(name, cpu="1", status={"phase": "Succeeded", "nodeName": "n1", "conditions": [ready]})
+
+    objs = [node("n1"), finished("gone", old), finished("kept", recent)]
+    with _serve(tmp_path, objs) as srv:
+        wait_for(lambda: "gone" not in srv.service.cache.objects.get("Reservation", {}))
+        assert [r["name"] for r in srv.client.get("/apis/v1/plugins/Reservation/reservations").json()] == ["kept"]
