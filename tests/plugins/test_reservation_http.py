@@ -375,3 +375,23 @@ def test_finished_reservations_are_garbage_collected_after_24h(tmp_path: Path) -
     with _serve(tmp_path, objs) as srv:
         wait_for(lambda: "gone" not in srv.service.cache.objects.get("Reservation", {}))
         assert [r["name"] for r in srv.client.get("/apis/v1/plugins/Reservation/reservations").json()] == ["kept"]
+
+
+def test_placement_respects_taints_and_unschedulable_nodes(tmp_path: Path) -> None:
+    tainted, cordoned, small = node("n1", cpu="8"), node("n2", cpu="8"), node("n3", cpu="1")
+    tainted["spec"] = {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}
+    cordoned["spec"] = {"unschedulable": True}
+    tolerant = reservation("tolerant", cpu="2")
+    tolerant["spec"]["template"]["spec"]["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "gpu"}]
+    with _serve(tmp_path, [tainted, cordoned, small, reservation("plain", cpu="2"), tolerant]) as srv:
+        assert wait_for(lambda: phase_is(srv, "tolerant", "Available"))["nodeName"] == "n1"
+
+        def message() -> str:
+            status = srv.service.cache.objects["Reservation"]["plain"].get("status") or {}
+            conds = [c for c in status.get("conditions") or [] if c["type"] == "Scheduled"]
+            return str(conds[0].get("message", conds)) if conds else ""
+
+        assert wait_for(message) == (
+            "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}, "
+            "1 node(s) were unschedulable."
+        )

@@ -9,6 +9,8 @@ Here kube-scheduler never sees reserve pods, so the service runs the cycle itsel
 2. our fit for every resource the template requests (cpu, memory, extended) against
    ``allocatable - requested - reserved``, and the pod count, which kube-scheduler would check for a pod;
 3. a template ``spec.nodeName`` admits only that node; ``spec.nodeSelector`` must match the node labels;
+   a node marked ``spec.unschedulable`` or with a NoSchedule/NoExecute taint the template does not
+   tolerate is refused (kube-scheduler's NodeUnschedulable and TaintToleration, which would have run);
 4. Score over the feasible nodes; the highest total wins (the first by name among equals).
 
 The answer is the chosen node, or the failure message kube-scheduler would write
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +62,35 @@ def _own_fit(handle: Handle, store: ReservationStore, info: ReservationInfo, bat
     return out
 
 
+def _tolerates(tolerations: list[Any], taint: dict[str, Any]) -> bool:
+    """``v1helper.TolerationsTolerateTaint``: some toleration matches the taint's key, value and effect."""
+    for tol in tolerations:
+        if not isinstance(tol, dict):
+            continue
+        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
+            continue
+        if tol.get("key") and tol.get("key") != taint.get("key"):
+            continue
+        if not tol.get("key") and tol.get("operator") != "Exists":
+            continue
+        if tol.get("operator") == "Exists" or tol.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def _node_refusal(spec: dict[str, Any], tolerations: list[Any]) -> str:
+    """kube-scheduler's NodeUnschedulable and TaintToleration verdicts for the reserve pod ("" = admitted)."""
+    unschedulable_taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    if spec.get("unschedulable") and not _tolerates(tolerations, unschedulable_taint):
+        return "node(s) were unschedulable"
+    for taint in spec.get("taints") or []:
+        if not isinstance(taint, dict) or taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not _tolerates(tolerations, taint):
+            return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+    return ""
+
+
 def _summary(total: int, reasons: Counter[str]) -> str:
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
     return f"0/{total} nodes are available: {parts}."
@@ -80,22 +112,24 @@ def place(handle: Handle, framework: Framework, store: ReservationStore, info: R
     failed = np.zeros(len(names), dtype=bool)
     wanted = pod.annotations.get(n.ANNOTATION_RESERVATION_NODE, "")
     selector = (info.reserve_pod.get("spec") or {}).get("nodeSelector") or {}
+    tolerations = (info.reserve_pod.get("spec") or {}).get("tolerations") or []
     for pos, name in enumerate(names):
         node = handle.snapshot.node(name)
         if wanted and name != wanted:
+            why = n.ERR_REASON_NODE_NOT_MATCH_RESERVATION
+        elif node is None:
+            why = "node(s) not found"
+        elif isinstance(selector, dict) and any(node.labels.get(k) != v for k, v in selector.items()):
+            why = "node(s) didn't match Pod's node affinity/selector"
+        else:
+            why = _node_refusal(node.obj.get("spec") or {}, tolerations)
+        if why:
             failed[pos] = True
-            reasons[n.ERR_REASON_NODE_NOT_MATCH_RESERVATION] += 1
-        elif (
-            isinstance(selector, dict)
-            and node is not None
-            and any(node.labels.get(k) != v for k, v in selector.items())
-        ):
-            failed[pos] = True
-            reasons["node(s) didn't match Pod's node affinity/selector"] += 1
-    for pos, why in _own_fit(handle, store, info, batch).items():
+            reasons[why] += 1
+    for pos, short in _own_fit(handle, store, info, batch).items():
         if not failed[pos]:
             failed[pos] = True
-            reasons.update(why)
+            reasons.update(short)
     alive = np.flatnonzero(~failed)
     if len(alive):
         sub = batch.subset(alive)

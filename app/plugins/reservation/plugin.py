@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 NAME = n.NAME
 _STATE = f"{NAME}/pod"
 _CHOSEN = f"{NAME}/chosen"
+#: Shared by every node failing a pod's reservation affinity (a Status is immutable).
+_AFFINITY_MISMATCH = Status.unresolvable(n.ERR_REASON_RESERVATION_AFFINITY)
 #: Seconds between two placement rounds and between two controller rounds.
 PLACEMENT_INTERVAL = 0.2
 CONTROLLER_INTERVAL = 1.0
@@ -148,11 +150,9 @@ class Reservation(
             cand_rows = [r for r in (table.row(name) for name in found.by_node) if r is not None]
             owner_pos = np.flatnonzero(np.isin(nodes.rows, np.array(cand_rows, dtype=np.int64))).tolist()
         if found.affinity is not None:
-            failing = Status.unresolvable(n.ERR_REASON_RESERVATION_AFFINITY)
-            owners = set(owner_pos)
-            for pos in range(len(nodes)):
-                if pos not in owners:
-                    out[pos] = failing
+            outside = np.ones(len(nodes), dtype=bool)
+            outside[owner_pos] = False
+            out.update(dict.fromkeys(np.flatnonzero(outside).tolist(), _AFFINITY_MISMATCH))
         reserved_res = [r for r in requests if r in store.resources]
         if not reserved_res and not owner_pos:
             return out
