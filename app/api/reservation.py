@@ -32,6 +32,15 @@ def allocated_ref(annotations: Mapping[str, str]) -> tuple[str, str] | None:
     return str(data.get("name") or ""), str(data.get("uid") or "")
 
 
+def reserve_pod_uid(obj: Mapping[str, Any]) -> str:
+    """The uid of a Reservation's reserve pod (``NewReservePod``: the reservation's uid; the file source
+    may store objects without one, then ``reservation-<name>``). Plugins key what they account for the
+    reservation (its GPUs) by it."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    uid = str((meta or {}).get("uid") or "")
+    return uid or f"reservation-{(meta or {}).get('name', '')}"
+
+
 def is_active(obj: Mapping[str, Any]) -> bool:
     """``IsReservationActive``: ``status.nodeName`` set and phase Available or Waiting."""
     status = obj.get("status")

@@ -240,6 +240,18 @@ class ReservationNominator(Plugin, Protocol):
 
 
 @runtime_checkable
+class ReservationPreBindPlugin(Plugin, Protocol):
+    """Writes what its Reserve chose for a reserve pod onto the Reservation before it is marked Available
+    (upstream ``frameworkext.ReservationPreBindPlugin``), e.g. DeviceShare's ``device-allocated``."""
+
+    async def pre_bind_reservation(
+        self, state: CycleState, reserve_pod: PodInfo, reservation: str, node: str
+    ) -> Status:
+        """A non-success status aborts the placement (Unreserve runs, the Reservation stays Pending)."""
+        ...
+
+
+@runtime_checkable
 class ServiceProvider(Plugin, Protocol):
     """A plugin exposing REST endpoints under ``/apis/v1/plugins/<name>/`` (upstream ``APIServiceProvider``)."""
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.quantity import QuantityError, parse_resource_list
+from app.api.reservation import reserve_pod_uid
 from app.api.timeparse import parse_time
 from app.cache.podinfo import PodError, PodInfo, parse_pod
 from app.framework.duration import parse_duration
@@ -158,7 +159,7 @@ def new_reserve_pod(obj: dict[str, Any]) -> dict[str, Any]:
         "metadata": {
             "name": uid or name,
             "namespace": tmeta.get("namespace") or "default",
-            "uid": uid or f"reservation-{name}",
+            "uid": reserve_pod_uid(obj),
             "labels": labels,
             "annotations": annotations,
         },

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
 from app.framework.runtime import Framework, ScoreError
@@ -35,10 +36,12 @@ from app.plugins.reservation.store import ReservationStore
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """Outcome of one attempt: ``node`` when placed, else ``message`` saying why not."""
+    """Outcome of one attempt: ``node`` when placed, else ``message`` saying why not; ``state`` is the
+    cycle's state (the Reserve of the chosen node reads what Filter wrote)."""
 
     node: str | None
     message: str = ""
+    state: CycleState | None = None
 
 
 def _own_fit(handle: Handle, store: ReservationStore, info: ReservationInfo, batch: NodeBatch) -> dict[int, list[str]]:
@@ -146,4 +149,4 @@ def place(handle: Handle, framework: Framework, store: ReservationStore, info: R
     except ScoreError:
         totals = np.zeros(len(sub), dtype=np.int64)
     best = int(np.argmax(totals)) if len(totals) else 0
-    return Placement(sub.names[best])
+    return Placement(sub.names[best], state=state)

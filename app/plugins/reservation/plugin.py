@@ -44,6 +44,7 @@ from app.framework.interfaces import (
     PreFilterPlugin,
     PreScorePlugin,
     ReservationNominator,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ServiceProvider,
 )
@@ -403,16 +404,15 @@ class Reservation(
             if same and now < due:
                 continue
             result = place(self.handle, framework, self.store, info)
-            if result.node is not None:
-                patch = available_patch(info, result.node, now)
-                if await self._patch_status(info, patch):
+            message = result.message
+            if result.node is not None and result.state is not None:
+                failure = await self._bind_reservation(framework, info, result.node, result.state, now)
+                if failure is None:
                     self._backoff.pop(info.name, None)
                     placed += 1
-                    # charge it at once: the next reservation of this round must see it
-                    self.store.on_object("Reservation", info.name, _applied(info.obj, patch))
-                continue
+                    continue
+                message = failure
             delay = min(max(delay * 2, INITIAL_BACKOFF), MAX_BACKOFF)
-            message = result.message
             patch_u = unschedulable_patch(info, message, now)
             if patch_u is not None:
                 await self._patch_status(info, patch_u)
@@ -420,6 +420,30 @@ class Reservation(
         for name in [k for k in self._backoff if k not in self.store.by_name]:
             del self._backoff[name]
         return placed
+
+    async def _bind_reservation(
+        self, framework: Any, info: ReservationInfo, node: str, state: CycleState, now: float
+    ) -> str | None:
+        """Reserve the reserve pod on ``node`` in every plugin, let ReservationPreBind plugins write onto
+        the Reservation (DeviceShare's GPUs), then mark it Available. Returns None when bound, else why
+        not (everything reserved is undone)."""
+        pod = info.reserve_info
+        status = framework.run_reserve(state, pod, node)
+        if not status.is_success():
+            return f"0/1 nodes are available: 1 {status.message}."
+        for plugin in framework.plugins:
+            if isinstance(plugin, ReservationPreBindPlugin):
+                status = await plugin.pre_bind_reservation(state, pod, info.name, node)
+                if not status.is_success():
+                    framework.run_unreserve(state, pod, node)
+                    return status.message
+        patch = available_patch(info, node, now)
+        if not await self._patch_status(info, patch):
+            framework.run_unreserve(state, pod, node)
+            return "the status write was refused"
+        # charge it at once: the next reservation of this round must see it
+        self.store.on_object("Reservation", info.name, _applied(info.obj, patch))
+        return None
 
     async def control_once(self) -> int:
         """One controller round (expiry, node gone, owners, allocateOnce, GC); returns the actions taken."""
