@@ -76,6 +76,14 @@ def test_non_owner_cannot_take_reserved_capacity(placed: LiveServer) -> None:
     # reservation-ignored pods bypass reservations
     ignored = pod("ign", "2", labels={"scheduling.koordinator.sh/reservation-ignored": "true"})
     assert filter_call(placed, ignored, ["n1", "n2"])["NodeNames"] == ["n1", "n2"]
+    # koord explain shows the verdict per plugin
+    body = {"Pod": other, "Nodes": None, "NodeNames": ["n1", "n2"]}
+    explained = placed.client.post("/apis/v1/explain", json=body).json()["nodes"]
+    assert explained["n1"]["filter"]["Reservation"] == {
+        "status": "Unschedulable",
+        "reason": "Insufficient cpu (reserved)",
+    }
+    assert explained["n2"]["filter"]["Reservation"]["status"] == "Success"
 
 
 def test_owner_lands_on_the_reservation_node_and_is_charged_against_it(placed: LiveServer) -> None:

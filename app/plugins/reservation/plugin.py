@@ -176,8 +176,13 @@ class Reservation(
                     failed_any |= mask
                 if owner_pos:
                     failed_any[owner_pos] = False
+                shared: dict[tuple[str, ...], Status] = {}  # one immutable Status per distinct reason set
                 for pos in np.flatnonzero(failed_any).tolist():
-                    out[pos] = Status.unschedulable(*(reserved_reason(r) for r, m in shortfalls if m[pos]))
+                    reasons = tuple(reserved_reason(r) for r, m in shortfalls if m[pos])
+                    status = shared.get(reasons)
+                    if status is None:
+                        status = shared[reasons] = Status.unschedulable(*reasons)
+                    out[pos] = status
         for pos in owner_pos:
             status = self._filter_owner_node(found, requests, nodes.names[pos], pos, free, reserved)
             if status is not None:
