@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with_resv = measured["plain"]
 
     def ratio(verb: str) -> float:
+        """p50 with reservations over p50 without, for ``verb``."""
         base = baseline[verb]["p50_ms"]
         return round(with_resv[verb]["p50_ms"] / base, 3) if base > 0 else 0.0
 

@@ -403,3 +403,13 @@ def test_placement_respects_taints_and_unschedulable_nodes(tmp_path: Path) -> No
             "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {dedicated: gpu}, "
             "1 node(s) were unschedulable."
         )
+
+
+def test_deleting_a_reservation_frees_its_capacity(tmp_path: Path) -> None:
+    cluster = write_cluster(tmp_path / "cluster", [node("n1"), reservation("r1", cpu="3", node_name="n1")])
+    with LiveServer(FileSource(cluster, poll_interval=0.1)) as srv:
+        wait_for(lambda: phase_is(srv, "r1", "Available"))
+        assert filter_call(srv, pod("other", "2"), ["n1"])["FailedNodes"]["n1"] == "Insufficient cpu (reserved)"
+        write_cluster(cluster, [node("n1")])
+        wait_for(lambda: filter_call(srv, pod("other", "2"), ["n1"])["NodeNames"] == ["n1"])
+        assert srv.client.get("/apis/v1/plugins/Reservation/reservations").json() == []

@@ -211,7 +211,8 @@ class ReservationStore(CacheListener):
                 self.reserved_by_plugin.pop(uid, None)
             else:
                 self._orphans.setdefault(ref[0], set()).add(uid)
-        if name is None or (name in self.by_name and self.by_name[name].node_name not in ("", new.node_name)):
+        target = self.by_name.get(name) if name is not None else None
+        if name is None or target is None or target.node_name not in ("", new.node_name):
             if uid in self.pod_reservation:
                 self._unassign(uid)
             return
