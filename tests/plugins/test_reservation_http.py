@@ -413,3 +413,39 @@ def test_deleting_a_reservation_frees_its_capacity(tmp_path: Path) -> None:
         write_cluster(cluster, [node("n1")])
         wait_for(lambda: filter_call(srv, pod("other", "2"), ["n1"])["NodeNames"] == ["n1"])
         assert srv.client.get("/apis/v1/plugins/Reservation/reservations").json() == []
+
+
+def test_unschedulable_and_tainted_reservations_need_tolerations(tmp_path: Path) -> None:
+    cordoned = reservation("cordoned", cpu="1", node_name="n1", allocate_once=False)
+    cordoned["spec"]["unschedulable"] = True
+    tainted = reservation("tainted", cpu="1", node_name="n2", allocate_once=False)
+    tainted["spec"]["taints"] = [{"key": "team", "value": "ml", "effect": "NoSchedule"}]
+    affinity = "scheduling.koordinator.sh/reservation-affinity"
+    tolerate_all = (
+        '{"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"},'
+        ' {"key": "team", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]}'
+    )
+    objs = [
+        node("n1"),
+        node("n2"),
+        cordoned,
+        tainted,
+        pod("plain", "1", labels=WEB),
+        pod("with-affinity", "1", labels=WEB, annotations={affinity: '{"reservationSelector": {}}'}),
+        pod("tolerant", "1", labels=WEB, annotations={affinity: tolerate_all}),
+        pod("by-name", "1", labels=WEB, annotations={affinity: '{"name": "cordoned"}'}),
+    ]
+    with _serve(tmp_path, objs) as srv:
+        wait_for(lambda: phase_is(srv, "cordoned", "Available") and phase_is(srv, "tainted", "Available"))
+        from app.plugins.reservation.matching import match_pod
+
+        store = srv.service.framework.plugin("Reservation").store
+
+        def owned(name: str) -> list[str]:
+            found = match_pod(store, srv.service.cache.pods[f"uid-{name}"])
+            return sorted(i.name for infos in found.by_node.values() for i in infos)
+
+        assert owned("plain") == ["tainted"]  # no affinity: taints do not hold it back, unschedulable does
+        assert owned("with-affinity") == []  # an affinity must tolerate both
+        assert owned("tolerant") == ["cordoned", "tainted"]
+        assert owned("by-name") == ["cordoned"]  # a name skips the unschedulable and taint checks

@@ -5,13 +5,14 @@ Mirrors ``GetRequiredReservationAffinity`` (``pkg/util/reservation/reservation.g
 ``reservationSelector`` (labels the reservation must carry) and
 ``requiredDuringSchedulingIgnoredDuringExecution.reservationSelectorTerms`` (NodeSelectorTerms
 evaluated against the reservation's labels: terms ORed, expressions ANDed, operators In, NotIn,
-Exists, DoesNotExist, Gt, Lt). A pod with the annotation must be placed into a reservation.
-Tolerations of reservation taints are not modelled (``spec.taints`` is not read).
+Exists, DoesNotExist, Gt, Lt) and ``tolerations`` (of the reservation's ``spec.taints`` and of its
+``spec.unschedulable``). A pod with the annotation must be placed into a reservation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -30,11 +31,13 @@ class ReservationAffinity:
         name: required reservation name ("" for any).
         selector: labels the reservation must carry (may be empty).
         terms: reservationSelectorTerms, each a list of (key, operator, values).
+        tolerations: the affinity's tolerations (JSON-shaped).
     """
 
     name: str
     selector: dict[str, str]
     terms: tuple[tuple[tuple[str, str, tuple[str, ...]], ...], ...]
+    tolerations: tuple[dict[str, Any], ...] = ()
 
     def matches(self, name: str, labels: dict[str, str]) -> bool:
         """Whether a reservation called ``name`` with ``labels`` satisfies the affinity."""
@@ -100,7 +103,10 @@ def parse_affinity(annotations: dict[str, str]) -> ReservationAffinity | None:
                 raise AffinityError(f'invalid {n.ANNOTATION_RESERVATION_AFFINITY}: "{op}" is not a valid operator')
             reqs.append((str(expr.get("key") or ""), str(op), tuple(str(v) for v in expr.get("values") or [])))
         terms.append(tuple(reqs))
-    return ReservationAffinity(name, {str(k): str(v) for k, v in selector.items()}, tuple(terms))
+    tolerations = data.get("tolerations") or []
+    if not isinstance(tolerations, list) or not all(isinstance(t, dict) for t in tolerations):
+        raise AffinityError(f"invalid {n.ANNOTATION_RESERVATION_AFFINITY}: tolerations must be a list of objects")
+    return ReservationAffinity(name, {str(k): str(v) for k, v in selector.items()}, tuple(terms), tuple(tolerations))
 
 
 def parse_exact_match(annotations: dict[str, str]) -> tuple[str, ...]:

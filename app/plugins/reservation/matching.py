@@ -1,8 +1,12 @@
 """Which active reservations a pod may use, per node (upstream ``PreFilter``'s ``nodeReservationStates``).
 
-A pod is an owner of reservation R when R is active, the pod matches ``R.spec.owners``, satisfies its
-``reservation-affinity`` (when it has one) and, with ``exact-match-reservation``, requests exactly R's
-allocatable for the listed resources. Pods labelled ``reservation-ignored=true`` and reserve pods use
+A pod is an owner of reservation R when R is active, the pod matches ``R.spec.owners`` and, as
+upstream's ``transformer.go`` checks them: with an affinity naming R, only the name (and exact match)
+count; otherwise an unschedulable R needs the affinity to tolerate ``node.kubernetes.io/unschedulable``,
+R's NoSchedule/NoExecute taints must be tolerated by the affinity's tolerations (a pod without affinity is
+not held back by taints), the affinity's selectors must match R's labels, and with
+``exact-match-reservation`` the pod must request exactly R's allocatable for the listed resources.
+Pods labelled ``reservation-ignored=true`` and reserve pods use
 no reservation. Candidates come from the owner index, so a pod that owns nothing costs a few dict
 lookups however many reservations exist.
 """
@@ -17,6 +21,7 @@ from app.plugins.reservation.affinity import ReservationAffinity, exact_match, p
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.owners import matches_owners
 from app.plugins.reservation.store import ReservationStore
+from app.plugins.reservation.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 
 
 @dataclass(slots=True)
@@ -63,9 +68,23 @@ def match_pod(store: ReservationStore, pod: PodInfo) -> PodReservations:
         info = store.get(key)
         if info is None or not info.active or not matches_owners(pod, info.owners):
             continue
-        if affinity is not None and not affinity.matches(info.name, info.labels):
+        if not _admits(affinity, info):
             continue
         if exact and not exact_match(pod.requests, info.allocatable, exact):
             continue
         out.by_node.setdefault(info.node_name, []).append(info)
     return out
+
+
+def _admits(affinity: ReservationAffinity | None, info: ReservationInfo) -> bool:
+    """Upstream's order of checks for an owner (see the module docstring), before exact match."""
+    if affinity is not None and affinity.name:
+        return affinity.name == info.name
+    tolerations = list(affinity.tolerations) if affinity is not None else []
+    if info.unschedulable and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
+        return False
+    if affinity is None:
+        return True
+    if untolerated_taint(list(info.taints), tolerations) is not None:
+        return False
+    return affinity.matches(info.name, info.labels)

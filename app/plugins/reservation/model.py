@@ -41,6 +41,8 @@ class ReservationInfo:
         allocate_once: ``spec.allocateOnce`` (default true).
         ttl: seconds (None: unset), expires: epoch seconds (None: unset), created: epoch seconds or None.
         order: the positive ``reservation-order`` label value, 0 when absent or invalid.
+        unschedulable, taints: ``spec.unschedulable`` and ``spec.taints``: new owners need the reservation
+            affinity's tolerations for them (upstream ``IsUnschedulable``, ``GetTaints``).
         labels, annotations: metadata maps.
         reserve_pod: the reserve pod object (``NewReservePod``) and reserve_info its parsed view.
         obj: the object as received.
@@ -65,6 +67,8 @@ class ReservationInfo:
     reserve_info: PodInfo
     obj: dict[str, Any]
     resource_names: frozenset[str] = field(default_factory=frozenset)
+    unschedulable: bool = False
+    taints: tuple[dict[str, Any], ...] = ()
 
     @property
     def active(self) -> bool:
@@ -229,6 +233,9 @@ def parse_reservation(obj: Any) -> ReservationInfo:
         except QuantityError as exc:
             raise ReservationError(str(exc)) from None
     labels = _str_map(meta.get("labels"), "metadata.labels")
+    taints = spec.get("taints") or []
+    if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+        raise ReservationError("spec.taints: expected a list of taints")
     return ReservationInfo(
         name=name,
         uid=str(meta.get("uid") or ""),
@@ -249,4 +256,6 @@ def parse_reservation(obj: Any) -> ReservationInfo:
         reserve_info=reserve_info,
         obj=obj,
         resource_names=frozenset(k for k, v in allocatable.items() if v > 0),
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(taints),
     )

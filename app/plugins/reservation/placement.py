@@ -32,6 +32,7 @@ from app.framework.runtime import Framework, ScoreError
 from app.plugins.reservation import names as n
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.store import ReservationStore
+from app.plugins.reservation.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,32 +66,13 @@ def _own_fit(handle: Handle, store: ReservationStore, info: ReservationInfo, bat
     return out
 
 
-def _tolerates(tolerations: list[Any], taint: dict[str, Any]) -> bool:
-    """``v1helper.TolerationsTolerateTaint``: some toleration matches the taint's key, value and effect."""
-    for tol in tolerations:
-        if not isinstance(tol, dict):
-            continue
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if not tol.get("key") and tol.get("operator") != "Exists":
-            continue
-        if tol.get("operator") == "Exists" or tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
 def _node_refusal(spec: dict[str, Any], tolerations: list[Any]) -> str:
     """kube-scheduler's NodeUnschedulable and TaintToleration verdicts for the reserve pod ("" = admitted)."""
-    unschedulable_taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
-    if spec.get("unschedulable") and not _tolerates(tolerations, unschedulable_taint):
+    if spec.get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
         return "node(s) were unschedulable"
-    for taint in spec.get("taints") or []:
-        if not isinstance(taint, dict) or taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not _tolerates(tolerations, taint):
-            return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+    taint = untolerated_taint(spec.get("taints") or [], tolerations)
+    if taint is not None:
+        return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
     return ""
 
 
