@@ -449,3 +449,34 @@ def test_unschedulable_and_tainted_reservations_need_tolerations(tmp_path: Path)
         assert owned("with-affinity") == []  # an affinity must tolerate both
         assert owned("tolerant") == ["cordoned", "tainted"]
         assert owned("by-name") == ["cordoned"]  # a name skips the unschedulable and taint checks
+
+
+def test_each_reservation_holds_a_pod_slot_for_non_owners(tmp_path: Path) -> None:
+    objs = [
+        node("n1", cpu="16", pods="3"),
+        reservation("r1", cpu="1", node_name="n1"),
+        pod("running-1", "1", node="n1"),
+        pod("web-1", "1", labels=WEB),
+    ]
+    with _serve(tmp_path, objs) as srv:
+        wait_for(lambda: phase_is(srv, "r1", "Available"))
+        # 1 pod + 1 reservation: the third slot is still free
+        assert filter_call(srv, pod("other", "1"), ["n1"])["NodeNames"] == ["n1"]
+        assert bind_call(srv, srv.service.cache.pod_objects["uid-web-1"], "n1")["Error"] == ""
+        wait_for(lambda: phase_is(srv, "r1", "Succeeded"))
+        # allocateOnce: the reservation is done and gives its slot back (2 pods of 3)
+        assert filter_call(srv, pod("other", "1"), ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_reservation_slot_refuses_the_last_pod(tmp_path: Path) -> None:
+    objs = [
+        node("n1", cpu="16", pods="2"),
+        reservation("r1", cpu="1", node_name="n1", allocate_once=False),
+        pod("running-1", "1", node="n1"),
+        pod("web-1", "1", labels=WEB),
+    ]
+    with _serve(tmp_path, objs) as srv:
+        wait_for(lambda: phase_is(srv, "r1", "Available"))
+        # 1 pod + 1 reservation fill 2 slots: a non-owner is refused, the owner is not
+        assert filter_call(srv, pod("other", "1"), ["n1"])["FailedNodes"]["n1"] == "Too many pods (reserved)"
+        assert filter_call(srv, srv.service.cache.pod_objects["uid-web-1"], ["n1"])["NodeNames"] == ["n1"]

@@ -23,7 +23,10 @@ from app.plugins.reservation.model import ReservationInfo
 
 
 def reserved_reason(resource: str) -> str:
-    """Failure reason of a non-owner pod that reserved capacity keeps off the node."""
+    """Failure reason of a non-owner pod that reserved capacity keeps off the node (``Too many pods
+    (reserved)`` when the reservations hold the node's last pod slots)."""
+    if resource == "pods":
+        return "Too many pods (reserved)"
     return f"Insufficient {resource} (reserved)"
 
 

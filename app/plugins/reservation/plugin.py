@@ -4,7 +4,8 @@
   ``reservation-ignored`` pods and when nothing is reserved; a pod with ``reservation-affinity`` that
   matches no active reservation fails every node (``node(s) no reservations match reservation affinity``).
 - Filter: nodes without a candidate: reserved capacity counts as used (:mod:`.fit`,
-  ``Insufficient cpu (reserved)``); nodes with candidates: the pod fits one of them (Aligned /
+  ``Insufficient cpu (reserved)``), and each active reservation holds one pod slot (``Too many pods
+  (reserved)``); nodes with candidates: the pod fits one of them (Aligned /
   Restricted / pods limit) or, without affinity, the node alone.
 - PreScore / Score / NormalizeScore: the node with the smallest positive ``reservation-order`` gets
   1000, else the best MostAllocated score over its fitting reservations; then upstream's
@@ -155,7 +156,7 @@ class Reservation(
             outside[owner_pos] = False
             out.update(dict.fromkeys(np.flatnonzero(outside).tolist(), _AFFINITY_MISMATCH))
         reserved_res = [r for r in requests if r in store.resources]
-        if not reserved_res and not owner_pos:
+        if not reserved_res and not owner_pos and not store.any_active():
             return out
         free: dict[str, npt.NDArray[np.int64]] = {}
         reserved: dict[str, npt.NDArray[np.int64]] = {}
@@ -170,6 +171,9 @@ class Reservation(
                 reserved[res] = at
         if found.affinity is None:
             shortfalls = reserved_shortfalls(requests, free, reserved)
+            slots = self._pod_slot_shortfall(nodes)
+            if slots is not None:
+                shortfalls.append(("pods", slots))
             if shortfalls:
                 failed_any = np.zeros(len(nodes), dtype=bool)
                 for _, mask in shortfalls:
@@ -188,6 +192,17 @@ class Reservation(
             if status is not None:
                 out[pos] = status
         return out
+
+    def _pod_slot_shortfall(self, nodes: NodeBatch) -> npt.NDArray[np.bool_] | None:
+        """Nodes where the pod's slot is free but for the reservations' (each reserve pod takes one, as
+        upstream's ``fitsNode`` counts them); None when there is none."""
+        counts, pods = self.store.slots_at(nodes.rows)
+        if nodes.removed is not None:
+            pods = pods - np.array([len(v) for v in nodes.removed], dtype=np.int64)
+        allowed, _ = self.handle.snapshot.allocatable_and_requested("pods", nodes.rows)
+        room = allowed - pods
+        short = (room >= 1) & (room < 1 + counts)
+        return short if short.any() else None
 
     def _filter_owner_node(
         self,

@@ -38,6 +38,12 @@ from app.plugins.reservation.owners import OwnerIndex
 log = logging.getLogger(__name__)
 
 
+#: NodeTable column: number of active reservations on the node (each holds a pod slot, as a reserve pod).
+COUNT_COLUMN = "resv#reservations"
+#: NodeTable column: number of pods occupying the node (bound or assumed, not terminated).
+PODS_COLUMN = "resv#pods"
+
+
 def reserved_column(resource: str) -> str:
     """NodeTable column holding the reserved-but-unallocated amount of ``resource`` per node."""
     return f"resv:{resource}"
@@ -120,6 +126,11 @@ class ReservationStore(CacheListener):
         """Whether any reservation is active (holds capacity)."""
         return len(self.owner_index) > 0
 
+    def slots_at(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(active reservations, occupying pods) per node at ``rows`` (int64)."""
+        table = self.handle.snapshot.table
+        return table.column(COUNT_COLUMN)[rows], table.column(PODS_COLUMN)[rows]
+
     def reserved_at(self, resource: str, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
         """int64 reserved-but-unallocated ``resource`` at ``rows``, or None when nothing reserves it."""
         if resource not in self.resources:
@@ -190,8 +201,17 @@ class ReservationStore(CacheListener):
             if pod is not None:
                 self.on_pod(None, pod)
 
+    def _count_pod(self, pod: PodInfo | None, sign: int) -> None:
+        if pod is None or not pod.node_name or pod.terminated:
+            return
+        row = self.handle.snapshot.table.row(pod.node_name)
+        if row is not None:
+            self.handle.snapshot.table.column(PODS_COLUMN)[row] += sign
+
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Track which pods are allocated to which reservation."""
+        """Count the node's pods and track which pods are allocated to which reservation."""
+        self._count_pod(old, -1)
+        self._count_pod(new, +1)
         pod = new if new is not None else old
         if pod is None:
             return
@@ -219,8 +239,14 @@ class ReservationStore(CacheListener):
         self._assign(new, name)
 
     def on_node(self, name: str, node: NodeState | None) -> None:
-        """A node (re)appeared: write its ``resv:`` row again (the cache zeroed it on delete)."""
-        if node is not None and name in self.by_node:
+        """A node (re)appeared: write its rows again (the cache zeroed them on delete; pods that arrived
+        before it are in ``node.pods``)."""
+        if node is None:
+            return
+        row = self.handle.snapshot.table.row(name)
+        if row is not None:
+            self.handle.snapshot.table.column(PODS_COLUMN)[row] = len(node.pods)
+        if name in self.by_node:
             self._refresh_node(name)
 
     # ----------------------------------------------------------------- Reserve / Unreserve
@@ -284,3 +310,4 @@ class ReservationStore(CacheListener):
         for res, value in totals.items():
             self._ensure_column(res)
             table.column(reserved_column(res))[row] = value
+        table.column(COUNT_COLUMN)[row] = len(self.by_node.get(node, ()))
