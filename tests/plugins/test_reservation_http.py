@@ -480,3 +480,21 @@ def test_reservation_slot_refuses_the_last_pod(tmp_path: Path) -> None:
         # 1 pod + 1 reservation fill 2 slots: a non-owner is refused, the owner is not
         assert filter_call(srv, pod("other", "1"), ["n1"])["FailedNodes"]["n1"] == "Too many pods (reserved)"
         assert filter_call(srv, srv.service.cache.pod_objects["uid-web-1"], ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_default_policy_does_not_share_a_node_with_other_policies(tmp_path: Path) -> None:
+    objs = [
+        node("n1", cpu="16"),
+        reservation("aligned", cpu="1", node_name="n1", policy="Aligned"),
+        reservation("restricted", cpu="1", node_name="n1", policy="Restricted"),
+    ]
+    with _serve(tmp_path, objs) as srv:
+        wait_for(lambda: phase_is(srv, "aligned", "Available") and phase_is(srv, "restricted", "Available"))
+        write_cluster(tmp_path / "cluster", [*objs, reservation("default", cpu="1", node_name="n1")])
+
+        def message() -> str:
+            status = (srv.service.cache.objects["Reservation"].get("default") or {}).get("status") or {}
+            conds = [c for c in status.get("conditions") or [] if c["type"] == "Scheduled"]
+            return str(conds[0].get("message", "")) if conds else ""
+
+        assert wait_for(message) == "0/1 nodes are available: 1 node(s) reservation allocate policy conflict."

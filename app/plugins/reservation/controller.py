@@ -67,6 +67,9 @@ def decide(handle: Handle, store: ReservationStore, info: ReservationInfo, now: 
         return None
     if handle.snapshot.node(info.node_name) is None:
         return Action(info.name, f"node {info.node_name} is gone", expired_patch(info, now))
+    status = info.obj.get("status") or {}
+    if not store.pods_of.get(info.name) and not status.get("currentOwners") and not status.get("allocated"):
+        return None  # no owner, nothing recorded: the common case, decided without building lists
     owners = current_owners(handle, store, info)
     allocated = {r: v for r, v in store.allocated(info.name).items() if v}
     if owners and info.allocate_once:
@@ -74,7 +77,6 @@ def decide(handle: Handle, store: ReservationStore, info: ReservationInfo, now: 
         patch["status"]["currentOwners"] = owners
         patch["status"]["allocated"] = format_resource_list(allocated)
         return Action(info.name, "allocated once", patch)
-    status = info.obj.get("status") or {}
     have = _status_allocated(info)
     have = {r: v for r, v in (have or {}).items() if v}
     if (status.get("currentOwners") or []) != owners or have != allocated:

@@ -11,6 +11,8 @@ Here kube-scheduler never sees reserve pods, so the service runs the cycle itsel
 3. a template ``spec.nodeName`` admits only that node; ``spec.nodeSelector`` must match the node labels;
    a node marked ``spec.unschedulable`` or with a NoSchedule/NoExecute taint the template does not
    tolerate is refused (kube-scheduler's NodeUnschedulable and TaintToleration, which would have run);
+   a default-policy reservation does not share a node with Aligned/Restricted ones, nor they with it
+   (``node(s) reservation allocate policy conflict``);
 4. Score over the feasible nodes; the highest total wins (the first by name among equals).
 
 The answer is the chosen node, or the failure message kube-scheduler would write
@@ -76,6 +78,13 @@ def _node_refusal(spec: dict[str, Any], tolerations: list[Any]) -> str:
     return ""
 
 
+def _policy_conflict(info: ReservationInfo, others: list[ReservationInfo]) -> bool:
+    """Upstream's Filter for reserve pods: the default ("") allocate policy cannot share a node with
+    reservations of another policy (``Aligned`` and ``Restricted`` may mix)."""
+    mine = info.allocate_policy
+    return any((mine == "" or o.allocate_policy == "") and mine != o.allocate_policy for o in others)
+
+
 def _summary(total: int, reasons: Counter[str]) -> str:
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
     return f"0/{total} nodes are available: {parts}."
@@ -106,6 +115,8 @@ def place(handle: Handle, framework: Framework, store: ReservationStore, info: R
             why = "node(s) not found"
         elif isinstance(selector, dict) and any(node.labels.get(k) != v for k, v in selector.items()):
             why = "node(s) didn't match Pod's node affinity/selector"
+        elif _policy_conflict(info, store.active_on(name)):
+            why = n.ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT
         else:
             why = _node_refusal(node.obj.get("spec") or {}, tolerations)
         if why:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -143,7 +144,6 @@ class Reservation(
             return dict.fromkeys(range(len(nodes)), found)
         if found.ignored or len(nodes) == 0:
             return {}
-        store = self.store
         requests = {r: v for r, v in pod.requests.items() if v > 0}
         out: FilterFailures = {}
         owner_pos: list[int] = []
@@ -155,54 +155,72 @@ class Reservation(
             outside = np.ones(len(nodes), dtype=bool)
             outside[owner_pos] = False
             out.update(dict.fromkeys(np.flatnonzero(outside).tolist(), _AFFINITY_MISMATCH))
-        reserved_res = [r for r in requests if r in store.resources]
-        if not reserved_res and not owner_pos and not store.any_active():
-            return out
-        free: dict[str, npt.NDArray[np.int64]] = {}
-        reserved: dict[str, npt.NDArray[np.int64]] = {}
-        for res in set(reserved_res) | (set(requests) if owner_pos else set()):
-            alloc, requested = self.handle.snapshot.allocatable_and_requested(res, nodes.rows)
-            if nodes.removed is not None:
-                freed = np.array([sum(p.requests.get(res, 0) for p in v) for v in nodes.removed], dtype=np.int64)
-                requested = requested - freed
-            free[res] = alloc - requested
-            at = store.reserved_at(res, nodes.rows)
-            if at is not None:
-                reserved[res] = at
         if found.affinity is None:
-            shortfalls = reserved_shortfalls(requests, free, reserved)
-            slots = self._pod_slot_shortfall(nodes)
-            if slots is not None:
-                shortfalls.append(("pods", slots))
-            if shortfalls:
-                failed_any = np.zeros(len(nodes), dtype=bool)
-                for _, mask in shortfalls:
-                    failed_any |= mask
-                if owner_pos:
-                    failed_any[owner_pos] = False
-                shared: dict[tuple[str, ...], Status] = {}  # one immutable Status per distinct reason set
-                for pos in np.flatnonzero(failed_any).tolist():
-                    reasons = tuple(reserved_reason(r) for r, m in shortfalls if m[pos])
-                    status = shared.get(reasons)
-                    if status is None:
-                        status = shared[reasons] = Status.unschedulable(*reasons)
+            self._filter_non_owner(requests, nodes, owner_pos, out)
+        if owner_pos:
+            at = np.array(owner_pos, dtype=np.int64)
+            removed = [nodes.removed[i] for i in owner_pos] if nodes.removed is not None else None
+            free, reserved = self._free_and_reserved(requests, nodes.rows[at], removed)
+            for i, pos in enumerate(owner_pos):
+                status = self._filter_owner_node(found, requests, nodes.names[pos], i, free, reserved)
+                if status is not None:
                     out[pos] = status
-        for pos in owner_pos:
-            status = self._filter_owner_node(found, requests, nodes.names[pos], pos, free, reserved)
-            if status is not None:
-                out[pos] = status
         return out
 
-    def _pod_slot_shortfall(self, nodes: NodeBatch) -> npt.NDArray[np.bool_] | None:
-        """Nodes where the pod's slot is free but for the reservations' (each reserve pod takes one, as
-        upstream's ``fitsNode`` counts them); None when there is none."""
+    def _free_and_reserved(
+        self, resources: Iterable[str], rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None
+    ) -> tuple[dict[str, npt.NDArray[np.int64]], dict[str, npt.NDArray[np.int64]]]:
+        """Per resource, allocatable - requested (victims given back) and reserved-but-unallocated at
+        ``rows`` (the latter only for resources some reservation holds)."""
+        free: dict[str, npt.NDArray[np.int64]] = {}
+        reserved: dict[str, npt.NDArray[np.int64]] = {}
+        for res in resources:
+            alloc, requested = self.handle.snapshot.allocatable_and_requested(res, rows)
+            if removed is not None:
+                freed = np.array([sum(p.requests.get(res, 0) for p in v) for v in removed], dtype=np.int64)
+                requested = requested - freed
+            free[res] = alloc - requested
+            at = self.store.reserved_at(res, rows)
+            if at is not None:
+                reserved[res] = at
+        return free, reserved
+
+    def _filter_non_owner(
+        self, requests: dict[str, int], nodes: NodeBatch, owner_pos: list[int], out: FilterFailures
+    ) -> None:
+        """Fail, into ``out``, the nodes where reservations the pod does not own keep it off: only nodes
+        holding an active reservation are looked at (one column lookup for the rest)."""
         counts, pods = self.store.slots_at(nodes.rows)
-        if nodes.removed is not None:
-            pods = pods - np.array([len(v) for v in nodes.removed], dtype=np.int64)
-        allowed, _ = self.handle.snapshot.allocatable_and_requested("pods", nodes.rows)
+        has = counts > 0
+        if owner_pos:
+            has[owner_pos] = False
+        idx = np.flatnonzero(has)
+        if not len(idx):
+            return
+        rows = nodes.rows[idx]
+        removed = [nodes.removed[i] for i in idx.tolist()] if nodes.removed is not None else None
+        free, reserved = self._free_and_reserved([r for r in requests if r in self.store.resources], rows, removed)
+        shortfalls = reserved_shortfalls(requests, free, reserved)
+        pods = pods[idx]
+        if removed is not None:
+            pods = pods - np.array([len(v) for v in removed], dtype=np.int64)
+        allowed, _ = self.handle.snapshot.allocatable_and_requested("pods", rows)
         room = allowed - pods
-        short = (room >= 1) & (room < 1 + counts)
-        return short if short.any() else None
+        slots = (room >= 1) & (room < 1 + counts[idx])  # each reservation holds a pod slot (upstream fitsNode)
+        if slots.any():
+            shortfalls.append(("pods", slots))
+        if not shortfalls:
+            return
+        failed_any = np.zeros(len(idx), dtype=bool)
+        for _, mask in shortfalls:
+            failed_any |= mask
+        shared: dict[tuple[str, ...], Status] = {}  # one immutable Status per distinct reason set
+        for j in np.flatnonzero(failed_any).tolist():
+            reasons = tuple(reserved_reason(r) for r, m in shortfalls if m[j])
+            status = shared.get(reasons)
+            if status is None:
+                status = shared[reasons] = Status.unschedulable(*reasons)
+            out[int(idx[j])] = status
 
     def _filter_owner_node(
         self,
