@@ -105,13 +105,14 @@ class Reservation(
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
         self.store = ReservationStore(handle)
-        handle.add_listener(self.store)
-        handle.add_listener(self)
         #: pod uid -> (namespace, name, annotation value) whose PreBind write waits for the pod to exist.
         self._pending_writes: dict[str, tuple[str, str, str]] = {}
         #: reservation name -> (generation seen, next attempt epoch s, current backoff s).
         self._backoff: dict[str, tuple[int, float, float]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # last: registering replays the cache into the listeners at once
+        handle.add_listener(self.store)
+        handle.add_listener(self)
 
     # ------------------------------------------------------------------ PreFilter / Filter
     def _pod_state(self, state: CycleState, pod: PodInfo) -> PodReservations | Status:

@@ -201,17 +201,21 @@ class ReservationStore(CacheListener):
             if pod is not None:
                 self.on_pod(None, pod)
 
-    def _count_pod(self, pod: PodInfo | None, sign: int) -> None:
-        if pod is None or not pod.node_name or pod.terminated:
+    def _count_pods(self, pod: PodInfo | None) -> None:
+        """Copy the pod count of ``pod``'s node into the column (the cache updated ``node.pods`` already;
+        copying, not counting, keeps a replay of the same pods from counting twice)."""
+        if pod is None or not pod.node_name:
             return
+        node = self.handle.snapshot.node(pod.node_name)
         row = self.handle.snapshot.table.row(pod.node_name)
-        if row is not None:
-            self.handle.snapshot.table.column(PODS_COLUMN)[row] += sign
+        if node is not None and row is not None:
+            self.handle.snapshot.table.column(PODS_COLUMN)[row] = len(node.pods)
 
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """Count the node's pods and track which pods are allocated to which reservation."""
-        self._count_pod(old, -1)
-        self._count_pod(new, +1)
+        self._count_pods(old)
+        if new is not None and (old is None or new.node_name != old.node_name):
+            self._count_pods(new)
         pod = new if new is not None else old
         if pod is None:
             return
