@@ -191,13 +191,16 @@ class Reservation(
     ) -> None:
         """Fail, into ``out``, the nodes where reservations the pod does not own keep it off: only nodes
         holding an active reservation are looked at (one column lookup for the rest)."""
-        counts, pods = self.store.slots_at(nodes.rows)
-        has = counts > 0
+        has = self.store.counts_at(nodes.rows) > 0
         if owner_pos:
             has[owner_pos] = False
         idx = np.flatnonzero(has)
         if not len(idx):
             return
+        if nodes.removed is None:
+            self._filter_non_owner_fast(requests, nodes.rows[idx], idx, out)
+            return
+        counts, pods = self.store.slots_at(nodes.rows)
         rows = nodes.rows[idx]
         removed = [nodes.removed[i] for i in idx.tolist()] if nodes.removed is not None else None
         free, reserved = self._free_and_reserved([r for r in requests if r in self.store.resources], rows, removed)
@@ -222,6 +225,32 @@ class Reservation(
             if status is None:
                 status = shared[reasons] = Status.unschedulable(*reasons)
             out[int(idx[j])] = status
+
+    def _filter_non_owner_fast(
+        self,
+        requests: dict[str, int],
+        rows: npt.NDArray[np.int64],
+        positions: npt.NDArray[np.int64],
+        out: FilterFailures,
+    ) -> None:
+        """:meth:`_filter_non_owner` from the store's matrices (no victims): a node fails a resource the pod
+        asks for when ``request > headroom`` but ``request <= headroom + reserved`` (the pod takes one
+        ``pods`` slot)."""
+        keys = self.store.keys
+        want = np.array([requests.get(k, 0) for k in keys[:-1]] + [1], dtype=np.int64)
+        matrix = self.store.matrices(rows)
+        head = matrix[:, 0]
+        short = (want > head) & (want <= head + matrix[:, 1]) & (want > 0)
+        failing = np.flatnonzero(short.any(axis=1))
+        if not len(failing):
+            return
+        shared: dict[tuple[str, ...], Status] = {}  # one immutable Status per distinct reason set
+        for j in failing.tolist():
+            reasons = tuple(reserved_reason(keys[i]) for i in np.flatnonzero(short[j]).tolist())
+            status = shared.get(reasons)
+            if status is None:
+                status = shared[reasons] = Status.unschedulable(*reasons)
+            out[int(positions[j])] = status
 
     def _filter_owner_node(
         self,

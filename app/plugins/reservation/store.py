@@ -15,6 +15,12 @@ Accounting, in internal units (milli-cores, bytes, counts):
   ordinary pods of the node (the cache counts them in ``req:<resource>``), so the capacity a
   non-owner pod sees taken is ``requested + resv``, which counts each reserved unit once.
 
+For the Filter of non-owner pods the store also keeps, for nodes holding an active reservation, two
+matrices over the reserved resources plus ``pods`` (:meth:`ReservationStore.matrices`): ``headroom`` =
+``allocatable - requested - reserved`` (for ``pods``: allowed pods - pods - reservations, each
+reservation holding a slot) and ``reserved``; they are rewritten on that node's pod, node and
+reservation events, so a Filter call is two row gathers and a comparison.
+
 Malformed Reservations are refused alone (:class:`~app.plugins.reservation.model.ReservationError`
 raised from :meth:`on_object`, which the cache logs and counts).
 """
@@ -80,6 +86,12 @@ class ReservationStore(CacheListener):
         self._first_seen: dict[str, float] = {}
         #: reservation name -> uids of placed pods whose annotation names it before it is known.
         self._orphans: dict[str, set[str]] = {}
+        #: Matrix layout: the reserved resources, sorted, then "pods"; the table keys of the two matrices.
+        self.keys: tuple[str, ...] = ("pods",)
+        self._matrix_key = ""
+        self._set_layout()
+        #: node name -> Σ remaining per reserved resource of its active reservations.
+        self._node_totals: dict[str, dict[str, int]] = {}
         #: Bumped on every change of a reservation's phase, node or owners (observers compare it).
         self.generation = 0
 
@@ -130,6 +142,15 @@ class ReservationStore(CacheListener):
         """(active reservations, occupying pods) per node at ``rows`` (int64)."""
         table = self.handle.snapshot.table
         return table.column(COUNT_COLUMN)[rows], table.column(PODS_COLUMN)[rows]
+
+    def matrices(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """(len(rows), 2, len(:attr:`keys`)) int64: ``[:, 0]`` headroom, ``[:, 1]`` reserved, at ``rows``;
+        meaningful only for rows of nodes holding an active reservation (one gather for both)."""
+        return self.handle.snapshot.table.column(self._matrix_key, tail=(2, len(self.keys)))[rows]
+
+    def counts_at(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Active reservations per node at ``rows``."""
+        return self.handle.snapshot.table.column(COUNT_COLUMN)[rows]
 
     def reserved_at(self, resource: str, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
         """int64 reserved-but-unallocated ``resource`` at ``rows``, or None when nothing reserves it."""
@@ -216,6 +237,9 @@ class ReservationStore(CacheListener):
         self._count_pods(old)
         if new is not None and (old is None or new.node_name != old.node_name):
             self._count_pods(new)
+        for changed in {old.node_name if old is not None else "", new.node_name if new is not None else ""}:
+            if changed in self.by_node:
+                self._write_matrix(changed)  # its requested changed
         pod = new if new is not None else old
         if pod is None:
             return
@@ -298,6 +322,31 @@ class ReservationStore(CacheListener):
         if resource not in self.resources:
             self.resources.add(resource)
             self.handle.snapshot.table.column(reserved_column(resource))
+            self._set_layout()
+            for node in self.by_node:
+                self._write_matrix(node)
+
+    def _set_layout(self) -> None:
+        self.keys = (*sorted(self.resources - {"pods"}), "pods")
+        self._matrix_key = f"resv#matrix/{'|'.join(self.keys)}"
+
+    def _write_matrix(self, name: str) -> None:
+        """Rewrite node ``name``'s rows of the two matrices (see the module docstring)."""
+        table = self.handle.snapshot.table
+        row = table.row(name)
+        node = self.handle.snapshot.node(name)
+        if row is None or node is None:
+            return
+        k = len(self.keys)
+        matrix = table.column(self._matrix_key, tail=(2, k))
+        totals = self._node_totals.get(name, {})
+        for i, key in enumerate(self.keys[:-1]):
+            held = totals.get(key, 0)
+            matrix[row, 0, i] = node.allocatable.get(key, 0) - node.requested.get(key, 0) - held
+            matrix[row, 1, i] = held
+        count = len(self.by_node.get(name, ()))
+        matrix[row, 0, k - 1] = node.allocatable.get("pods", 0) - len(node.pods) - count
+        matrix[row, 1, k - 1] = count
 
     def _refresh_node(self, node: str) -> None:
         """Rewrite the node's ``resv:`` row from its active reservations."""
@@ -315,3 +364,8 @@ class ReservationStore(CacheListener):
             self._ensure_column(res)
             table.column(reserved_column(res))[row] = value
         table.column(COUNT_COLUMN)[row] = len(self.by_node.get(node, ()))
+        if node in self.by_node:
+            self._node_totals[node] = totals
+            self._write_matrix(node)
+        else:
+            self._node_totals.pop(node, None)
