@@ -366,6 +366,7 @@ def test_cluster_role_core_permissions(cluster_rules: list[dict[str, Any]]) -> N
     assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "elasticquotas", "update")
     assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "elasticquotas", "patch")
     assert _allows(cluster_rules, "scheduling.sigs.k8s.io", "podgroups", "patch")  # PodGroup status
+    assert _allows(cluster_rules, "scheduling.koordinator.sh", "reservations/status", "patch")
 
 
 @pytest.mark.parametrize("kind", CRD_KINDS)
@@ -379,7 +380,9 @@ def test_cluster_role_is_least_privilege(cluster_rules: list[dict[str, Any]]) ->
     for r in cluster_rules:
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in r.get(key, []), r
-        assert "delete" not in r["verbs"] and "deletecollection" not in r["verbs"], r
+        assert "deletecollection" not in r["verbs"], r
+        # the one delete: the Reservation controller garbage-collects finished reservations (upstream's GC)
+        assert "delete" not in r["verbs"] or (r["resources"], r["verbs"]) == (["reservations"], ["delete"]), r
         assert "secrets" not in r["resources"], r
         # ConfigMaps and Leases are only needed in koordinator-system (Role below).
         assert "configmaps" not in r["resources"], r

@@ -50,6 +50,11 @@ WEBHOOK_PATHS = {
         "elasticquotas",
         ["CREATE", "UPDATE", "DELETE"],
     ),
+    ("ValidatingWebhookConfiguration", "/validate-scheduling-koordinator-sh-v1alpha1-reservation"): (
+        "scheduling.koordinator.sh",
+        "reservations",
+        ["CREATE", "UPDATE"],
+    ),
 }
 
 

@@ -210,7 +210,7 @@ def test_webhooks_deployment_and_configurations(overlay: tuple[str, Docs]) -> No
         for cfg in _find(docs, kind)
         for h in cfg["webhooks"]
     ]
-    assert len(hooks) == 4
+    assert len(hooks) == 5  # pod x2, ElasticQuota x2, Reservation
     for hook in hooks:
         ref = hook["clientConfig"]["service"]
         assert (ref["name"], ref["namespace"], ref["port"]) == ("koord-webhooks", NS, port["port"])

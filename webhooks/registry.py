@@ -8,17 +8,17 @@ each on its path (upstream's paths, e.g. ``/mutate-pod``). The packages import
 
 from __future__ import annotations
 
-from webhooks import elasticquota, pod
+from webhooks import elasticquota, pod, reservation
 from webhooks.webhook import Webhook
 
 
 def all_webhooks() -> list[Webhook]:
-    """Every webhook of every package, in a stable order (pod first, then ElasticQuota).
+    """Every webhook of every package, in a stable order (pod first, then ElasticQuota, then Reservation).
 
     Raises:
         ValueError: two webhooks claim the same path.
     """
-    hooks = [*pod.WEBHOOKS, *elasticquota.WEBHOOKS]
+    hooks = [*pod.WEBHOOKS, *elasticquota.WEBHOOKS, *reservation.WEBHOOKS]
     paths = [h.path for h in hooks]
     dup = {p for p in paths if paths.count(p) > 1}
     if dup:

@@ -50,6 +50,7 @@ class PodInfo:
         initialized_time: ``Initialized=True`` lastTransitionTime as epoch seconds, or None.
         labels, annotations: metadata maps.
         resource_version: ``metadata.resourceVersion``.
+        owner_references: ``metadata.ownerReferences`` (the entries that are objects), as received.
     """
 
     uid: str
@@ -71,6 +72,7 @@ class PodInfo:
     resource_version: str = ""
     phase: str = ""
     spec_hash: int = 0
+    owner_references: tuple[dict[str, Any], ...] = ()
 
     @property
     def key(self) -> str:
@@ -219,4 +221,5 @@ def parse_pod(obj: Any) -> PodInfo:
         resource_version=str(meta.get("resourceVersion") or ""),
         phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
         spec_hash=hash(orjson.dumps([spec, status.get("conditions")], option=orjson.OPT_NON_STR_KEYS, default=str)),
+        owner_references=tuple(o for o in owners if isinstance(o, dict)),
     )

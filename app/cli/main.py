@@ -3,7 +3,8 @@
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
-- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``, ``koord gang``: in their modules.
+- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``, ``koord gang``,
+  ``koord reservation``: in their modules.
 """
 
 from __future__ import annotations
@@ -324,6 +325,7 @@ def _register_subcommands() -> None:
     from app.cli.certs import certs
     from app.cli.gang import gang_app
     from app.cli.quota import quota_app
+    from app.cli.reservation import reservation_app
     from app.cli.sim import sim
     from app.manager.cli import manager
 
@@ -333,6 +335,7 @@ def _register_subcommands() -> None:
     cli.command(name="certs")(certs)
     cli.add_typer(quota_app, name="quota")
     cli.add_typer(gang_app, name="gang")
+    cli.add_typer(reservation_app, name="reservation")
 
 
 _register_subcommands()

@@ -13,7 +13,10 @@ A plugin gets one :class:`Handle` at construction and reaches the cluster only t
 - ``handle.now()``: the clock (epoch seconds), injectable in tests;
 - ``handle.has_synced()``: whether the first full list of every kind is in (background loops wait for it);
 - ``handle.is_leader()``: whether this replica does the cluster writes of background loops (status
-  writes, evictions), as only the leading koord-scheduler runs its controllers upstream.
+  writes, evictions), as only the leading koord-scheduler runs its controllers upstream;
+- ``handle.framework``: the framework that built the plugins (set by it), for a plugin that schedules
+  objects of its own through every plugin (the Reservation plugin places reserve pods), as upstream's
+  ``frameworkext.ExtendedHandle`` reaches the scheduler.
 
 Mirrors k8s.io/kubernetes/pkg/scheduler/framework/interface.go (``Handle``).
 """
@@ -128,6 +131,8 @@ class Handle:
         self.waiting_pods = waiting_pods if waiting_pods is not None else WaitingPods()
         self._synced = synced
         self._leading = leading
+        #: The :class:`~app.framework.runtime.Framework` using this handle (None until it is built).
+        self.framework: Any = None
 
     def has_synced(self) -> bool:
         """True once the source delivered its first full list of every kind (upstream ``HasSynced``)."""

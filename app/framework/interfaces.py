@@ -240,12 +240,35 @@ class UnschedulablePlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class ReservationNominator(Plugin, Protocol):
+    """Knows which reservations a pod may use (upstream ``frameworkext.ReservationNominator``), so plugins that
+    count capacity (ElasticQuota) can leave out what a reservation already holds for the pod."""
+
+    def reservations_for(self, pod: PodInfo) -> list[tuple[str, dict[str, int]]]:
+        """(reservation name, unallocated remainder in internal units) of every active reservation ``pod``
+        may use; [] when none."""
+        ...
+
+
+@runtime_checkable
 class PodVerdictPlugin(Plugin, Protocol):
     """A plugin whose verdict on a pod is not per node (e.g. Coscheduling's gang state), shown by the
     explain endpoint (``POST /apis/v1/explain``) beside the per-node filter verdicts."""
 
     def explain_pod(self, pod: PodInfo) -> dict[str, Any] | None:
         """JSON-shaped verdict on ``pod``, or None when the plugin has nothing to say about it."""
+        ...
+
+
+@runtime_checkable
+class ReservationPreBindPlugin(Plugin, Protocol):
+    """Writes what its Reserve chose for a reserve pod onto the Reservation before it is marked Available
+    (upstream ``frameworkext.ReservationPreBindPlugin``), e.g. DeviceShare's ``device-allocated``."""
+
+    async def pre_bind_reservation(
+        self, state: CycleState, reserve_pod: PodInfo, reservation: str, node: str
+    ) -> Status:
+        """A non-success status aborts the placement (Unreserve runs, the Reservation stays Pending)."""
         ...
 
 

@@ -85,6 +85,7 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, registry: Registry, handle: Handle) -> None:
         self.handle = handle
+        handle.framework = self
         self.waiting_pods = handle.waiting_pods
         self.plugins: list[Plugin] = []
         self.weights: dict[str, int] = {}

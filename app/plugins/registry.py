@@ -14,17 +14,20 @@ from app.plugins.deviceshare.plugin import DeviceShare, new_device_share
 from app.plugins.elasticquota.plugin import ElasticQuota, new_elastic_quota
 from app.plugins.loadaware.plugin import LoadAwareScheduling, new_load_aware
 from app.plugins.noderesources.fit import NodeResourcesFit, new_node_resources_fit
+from app.plugins.reservation.plugin import Reservation, new_reservation
 
 
 def default_registry() -> Registry:
     """A new registry with every in-tree plugin, in the default plugin order.
 
-    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare, Coscheduling (``Registry.names()``).
+    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare, Reservation, Coscheduling
+    (``Registry.names()``).
     """
     registry = Registry()
     registry.register(NodeResourcesFit.NAME, new_node_resources_fit)
     registry.register(LoadAwareScheduling.NAME, new_load_aware)
     registry.register(ElasticQuota.NAME, new_elastic_quota)
     registry.register(DeviceShare.NAME, new_device_share)
+    registry.register(Reservation.NAME, new_reservation)
     registry.register(Coscheduling.NAME, new_coscheduling)
     return registry

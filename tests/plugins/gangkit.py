@@ -117,6 +117,34 @@ def start_binds(client: httpx.AsyncClient, placed: list[tuple[dict[str, Any], st
     return [asyncio.create_task(bind(client, p, nd)) for p, nd in placed]
 
 
+async def start_binds_in_order(
+    client: httpx.AsyncClient, placed: list[tuple[dict[str, Any], str]], timeout: float = 10.0
+) -> list[asyncio.Task[str]]:
+    """One /bind task per (pod, node), each sent only once the previous one is waiting at Permit (the
+    service's waiting-pod count grew) or answered: the arrival order the test states is the order the
+    service sees, however loaded the machine."""
+    tasks: list[asyncio.Task[str]] = []
+    for p, nd in placed:
+        before = await _waiting_count(client)
+        task = asyncio.create_task(bind(client, p, nd))
+        tasks.append(task)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not task.done() and await _waiting_count(client) <= before:
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"/bind of {p['metadata']['name']} neither waits nor answers")
+            await asyncio.sleep(0.01)
+    return tasks
+
+
+async def _waiting_count(client: httpx.AsyncClient) -> int:
+    """Pods waiting at Permit in every gang (``GET /apis/v1/plugins/Coscheduling/gangs``)."""
+    r = await client.get("/apis/v1/plugins/Coscheduling/gangs")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    gangs = body.values() if isinstance(body, dict) else body
+    return sum(len(g.get("waitingForBindChildren") or []) for g in gangs)
+
+
 def filter_verdict(client: httpx.Client, obj: dict[str, Any], names: list[str]) -> dict[str, Any]:
     """POST /filter for ``obj`` over ``names`` and return the ExtenderFilterResult."""
     r = client.post("/filter", json=filter_body(obj, names))

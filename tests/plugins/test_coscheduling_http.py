@@ -31,6 +31,7 @@ from tests.plugins.gangkit import (
     pod,
     pod_group,
     start_binds,
+    start_binds_in_order,
     write,
 )
 
@@ -432,9 +433,8 @@ def test_two_gangs_sharing_a_cluster_too_small_for_both_release_the_losers_hold(
         async def run() -> list[str]:
             async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
                 order = [(a[0], "n0"), (b[0], "n1"), (a[1], "n2"), (b[1], "n3"), (a[2], "n4"), (b[2], "n5")]
-                first = start_binds(client, order)
-                await asyncio.sleep(0.5)
-                rest = start_binds(client, [(a[3], "n1"), (b[3], "n3")])
+                first = await start_binds_in_order(client, order)
+                rest = await start_binds_in_order(client, [(a[3], "n1"), (b[3], "n3")])
                 return list(await asyncio.gather(*first, *rest))
 
         t0 = time.monotonic()

@@ -8,7 +8,14 @@ from app.framework.config import default_config, parse_config
 from app.framework.handle import Handle
 from app.plugins.registry import default_registry
 
-UPSTREAM_ORDER = ["NodeResourcesFit", "LoadAwareScheduling", "ElasticQuota", "DeviceShare", "Coscheduling"]
+UPSTREAM_ORDER = [
+    "NodeResourcesFit",
+    "LoadAwareScheduling",
+    "ElasticQuota",
+    "DeviceShare",
+    "Reservation",
+    "Coscheduling",
+]
 
 
 def test_registry_is_keyed_by_each_plugin_class_name() -> None:

@@ -6,6 +6,9 @@ Mirrors upstream ``nodeDeviceCache`` (``device_cache.go``, ``eventhandler_device
 later event of the same pod without the annotation keeps them (the annotation may still be on its
 way); a pod that is deleted, terminated or unbound releases them. Changed nodes are written into
 the :class:`GPUTable` rows lazily, before the next Filter/Score.
+
+Reservations: an active Reservation's ``device-allocated`` GPUs are accounted under its reserve pod's
+uid, less what its owner pods took from it (:mod:`.reserved`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from app.api.reservation import allocated_ref, is_active, reserve_pod_uid
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -23,6 +27,7 @@ from app.plugins.deviceshare.allocation import AllocationError, GPUAllocation, p
 from app.plugins.deviceshare.devices import DeviceError, parse_device
 from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.nodedevice import NodeDevice
+from app.plugins.deviceshare.reserved import ReservedGPUs
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +50,12 @@ class DeviceCache(CacheListener):
         self._rows: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._on_pod_seen = on_pod_seen
+        #: reservation name -> its GPUs; reserve pod uid -> reservation name.
+        self.reservations: dict[str, ReservedGPUs] = {}
+        self._reservation_of_uid: dict[str, str] = {}
+        #: owner pod uid -> reservation name it takes GPUs from (linked at Reserve or by its annotation).
+        self._owner_link: dict[str, str] = {}
+        self._linked_at_reserve: dict[str, str] = {}
         handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
@@ -63,7 +74,10 @@ class DeviceCache(CacheListener):
         self._dirty.add(name)
 
     def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
-        """A Device (named after its node) sets or clears the node's GPU totals."""
+        """A Device (named after its node) sets or clears the node's GPU totals; a Reservation holds GPUs."""
+        if kind == "Reservation":
+            self._on_reservation(key, obj)
+            return
         if kind != "Device":
             return
         nd = self._node(key)
@@ -81,8 +95,109 @@ class DeviceCache(CacheListener):
             del self.nodes[key]
         self._dirty.add(key)
 
+    # ------------------------------------------------------------------ reservations
+    def _on_reservation(self, name: str, obj: dict[str, Any] | None) -> None:
+        """Account an active Reservation's GPUs; a finished or deleted one releases them. A Pending one
+        (being placed: Reserve accounted its GPUs already) is left as it is."""
+        current = self.reservations.get(name)
+        phase = (obj.get("status") or {}).get("phase") if obj is not None else None
+        if obj is None or phase in ("Succeeded", "Failed"):
+            if current is not None:
+                del self.reservations[name]
+                self._reservation_of_uid.pop(current.uid, None)
+                self.release(current.uid)
+            elif obj is not None:
+                self.release(reserve_pod_uid(obj))
+            return
+        if not is_active(obj):
+            return
+        raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(n.ANNOTATION_DEVICE_ALLOCATED)
+        try:
+            reserved = parse_allocations(raw) if raw else []
+        except AllocationError as exc:
+            log.warning("reservation %s: ignoring its device allocation: %s", name, exc)
+            reserved = []
+        uid, node = reserve_pod_uid(obj), str(obj["status"]["nodeName"])
+        owners = current.owners if current is not None else {}
+        if current is not None and current.uid != uid:
+            self._reservation_of_uid.pop(current.uid, None)
+            self.release(current.uid)
+        self.reservations[name] = ReservedGPUs(uid, node, reserved, owners)
+        self._reservation_of_uid[uid] = name
+        for pod_uid, linked in self._owner_link.items():  # owners seen before their reservation
+            if linked == name and pod_uid not in owners:
+                held = self.allocations_of(pod_uid)
+                if held is not None:
+                    owners[pod_uid] = held[1]
+        self._refresh_reservation(name)
+
+    def _refresh_reservation(self, name: str) -> None:
+        r = self.reservations.get(name)
+        if r is None:
+            return
+        self.release(r.uid)
+        remainder = r.remainder()
+        if remainder:
+            self.account(r.uid, f"Reservation/{name}", r.node, remainder)
+
+    def link_owner(self, pod_uid: str, name: str, allocs: list[GPUAllocation]) -> None:
+        """Owner pod ``pod_uid`` took ``allocs`` from reservation ``name`` (its Reserve)."""
+        self._linked_at_reserve[pod_uid] = name
+        self._set_owner(pod_uid, name, allocs)
+
+    def unlink_owner(self, pod_uid: str) -> None:
+        """Undo :meth:`link_owner` (Unreserve)."""
+        self._linked_at_reserve.pop(pod_uid, None)
+        self._set_owner(pod_uid, None, [])
+
+    def _set_owner(self, pod_uid: str, name: str | None, allocs: list[GPUAllocation]) -> None:
+        before = self._owner_link.pop(pod_uid, None)
+        if before is not None and before in self.reservations:
+            self.reservations[before].owners.pop(pod_uid, None)
+            if before != name:
+                self._refresh_reservation(before)
+        if name is None:
+            return
+        self._owner_link[pod_uid] = name
+        r = self.reservations.get(name)
+        if r is not None:
+            r.owners[pod_uid] = allocs
+            self._refresh_reservation(name)
+
+    def _track_owner(self, pod: PodInfo | None, uid: str) -> None:
+        """Link or unlink a pod as an owner taking GPUs from a reservation, after its GPUs were accounted."""
+        if pod is None or not pod.node_name or pod.terminated:
+            self._linked_at_reserve.pop(uid, None)
+            if uid in self._owner_link:
+                self._set_owner(uid, None, [])
+            return
+        ref = allocated_ref(pod.annotations)
+        name: str | None = None
+        if ref is not None:
+            ref_name, ref_uid = ref
+            name = self._reservation_of_uid.get(ref_uid) if ref_uid else ref_name
+            name = name or ref_name
+            self._linked_at_reserve.pop(uid, None)
+        else:
+            name = self._linked_at_reserve.get(uid)
+        held = self.allocations_of(uid)
+        if name is None or held is None:
+            if uid in self._owner_link and uid not in self._linked_at_reserve:
+                self._set_owner(uid, None, [])
+            return
+        r = self.reservations.get(name)
+        if self._owner_link.get(uid) == name and r is not None and r.owners.get(uid) == held[1]:
+            return
+        self._set_owner(uid, name, held[1])
+
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Account or release the pod's GPUs (see the module docstring)."""
+        """Account or release the pod's GPUs (see the module docstring), then its reservation link."""
+        seen = new if new is not None else old
+        self._account_pod(old, new)
+        if seen is not None and (self._owner_link or self.reservations):
+            self._track_owner(new, seen.uid)
+
+    def _account_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
         if new is not None and self._on_pod_seen is not None:
             self._on_pod_seen(new)
         seen = new if new is not None else old

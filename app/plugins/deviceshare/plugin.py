@@ -21,6 +21,11 @@
   await it (a refused write fails the binding, which releases the GPUs); if the pod is not in the
   source yet (404: embedded mode adopts pods at bind), the write is retried when the bound pod
   shows up in the cache.
+- Reservations (:mod:`.reserved`): a reserve pod's GPUs (chosen at its Reserve when the Reservation plugin
+  places it) are written onto the Reservation as ``device-allocated`` (``pre_bind_reservation``) and stay
+  accounted while it is active. An owner pod of a reservation (``ReservationNominator``) sees the
+  reservation's remaining GPUs as free on its node, is given GPUs from it first, and the reservation's
+  share shrinks by what the owner took.
 - REST: ``nodeDeviceSummaries`` and ``nodeDeviceSummaries/{nodeName}`` (upstream ``service.go``).
 """
 
@@ -30,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,6 +54,8 @@ from app.framework.interfaces import (
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
+    ReservationNominator,
+    ReservationPreBindPlugin,
     ReservePlugin,
     ServiceProvider,
 )
@@ -68,6 +75,7 @@ from app.plugins.deviceshare.fragmentation import (
 )
 from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
+from app.plugins.deviceshare.reserved import ReservedGPUs
 from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
@@ -79,6 +87,7 @@ NAME = "DeviceShare"
 ERR_INSUFFICIENT_GPU = f"Insufficient {n.GPU} devices"
 _STATE = NAME
 _ALLOC = NAME + "/allocation"
+_OWNED = NAME + "/reservedGPUs"
 _UNRESOLVABLE_GPU = Status.unresolvable(ERR_INSUFFICIENT_GPU)
 _INSUFFICIENT_GPU = Status.unschedulable(ERR_INSUFFICIENT_GPU)
 #: Score step between consecutive ranks of FragmentationAware's Rank mapping (extender buckets are 10 wide).
@@ -102,6 +111,7 @@ class DeviceShare(
     ReservePlugin,
     PreBindPlugin,
     ServiceProvider,
+    ReservationPreBindPlugin,
 ):
     """See the module docstring."""
 
@@ -116,6 +126,7 @@ class DeviceShare(
         self._pending: dict[str, tuple[str, str, str, int]] = {}  # uid -> (namespace, name, value, attempts)
         self._tasks: set[asyncio.Task[None]] = set()
         self.devices = DeviceCache(handle, on_pod_seen=self._pod_seen)
+        self._nominators: list[ReservationNominator] | None = None
         # FragmentationAware memos, keyed by GPUTable.version stamps: per-row GPU terms of the current
         # workload, and per-row GPU model index (models change only with a row rewrite)
         self._memo = RowMemo()
@@ -207,13 +218,45 @@ class DeviceShare(
             fits &= mem >= req.memory
         return fits
 
+    def _owned(self, state: CycleState, pod: PodInfo) -> dict[str, list[tuple[str, ReservedGPUs]]]:
+        """Node -> the (name, GPUs) of the reservations holding GPUs that ``pod`` may use there."""
+        found = state.get(_OWNED)
+        if found is not None:
+            return found
+        found = {}
+        if self.devices.reservations:
+            if self._nominators is None:
+                fw = self.handle.framework
+                self._nominators = [p for p in fw.plugins if isinstance(p, ReservationNominator)] if fw else []
+            for nominator in self._nominators:
+                for name, _ in nominator.reservations_for(pod):
+                    r = self.devices.reservations.get(name)
+                    if r is not None and r.remainder():
+                        found.setdefault(r.node, []).append((name, r))
+        state.write(_OWNED, found)
+        return found
+
+    def _removed_with_reservations(
+        self, state: CycleState, pod: PodInfo, nodes: NodeBatch
+    ) -> list[list[PodInfo]] | None:
+        """``nodes.removed`` plus, on nodes holding reservations ``pod`` owns, the reservations' reserve pods
+        (their GPUs count as free for the owner, as a victim's would)."""
+        owned = self._owned(state, pod)
+        if not owned:
+            return nodes.removed
+        removed = [list(v) for v in nodes.removed] if nodes.removed is not None else [[] for _ in range(len(nodes))]
+        positions = {name: pos for pos, name in enumerate(nodes.names) if name in owned}
+        for name, pos in positions.items():
+            removed[pos].extend(replace(pod, uid=r.uid) for _, r in owned[name])
+        return removed
+
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions: ``Insufficient gpu devices`` (see the module docstring)."""
         req = self._request(state, pod)
         if req is None or len(nodes) == 0:
             return {}
         rows = nodes.rows
-        fits = self._fits(req, rows, nodes.removed)
+        fits = self._fits(req, rows, self._removed_with_reservations(state, pod, nodes))
         table = self.devices.table
         has = table.has_device[rows]
         count = fits.sum(axis=1)
@@ -360,13 +403,28 @@ class DeviceShare(
         return out
 
     # ------------------------------------------------------------------ reserve
-    def _choose(self, pod: PodInfo, req: GPURequest, node: str, row: int) -> list[int] | None:
-        """Slots (indices into the row) to allocate, or None when the pod does not fit."""
+    def _choose(
+        self,
+        pod: PodInfo,
+        req: GPURequest,
+        node: str,
+        row: int,
+        reserved: list[ReservedGPUs] | None = None,
+    ) -> list[int] | None:
+        """Slots (indices into the row) to allocate, or None when the pod does not fit. With ``reserved``
+        (reservations the pod owns on the node) their GPUs count as free, and they are taken first when
+        enough of them fit."""
         rows = np.array([row], dtype=np.int64)
-        fits = self._fits(req, rows, None)[0]
+        removed = [[replace(pod, uid=r.uid) for r in reserved]] if reserved else None
+        fits = self._fits(req, rows, removed)[0]
         table = self.devices.table
         if int(fits.sum()) < req.count:
             return None
+        if reserved:
+            held = set().union(*(r.minors() for r in reserved))
+            in_reservation = fits & np.isin(table.minor[row], list(held))
+            if int(in_reservation.sum()) >= req.count:
+                fits = in_reservation
         if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
             workload = self.workload() or _NO_WORKLOAD
             snapshot = self.handle.snapshot
@@ -405,7 +463,8 @@ class DeviceShare(
         nd = self.devices.nodes.get(node)
         if row is None or nd is None or not nd.has_device:
             return SUCCESS  # no Device: left to kubelet, as upstream
-        slots = self._choose(pod, req, node, row)
+        owned = [r for _, r in self._owned(state, pod).get(node, [])]
+        slots = self._choose(pod, req, node, row, owned)
         if slots is None:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
         table = self.devices.table
@@ -415,6 +474,13 @@ class DeviceShare(
             gpu = nd.gpus[minor]
             allocs.append(GPUAllocation(minor, _fill_memory(req.per_gpu, gpu.memory), gpu.uuid))
         self.devices.account(pod.uid, pod.key, node, allocs)
+        source = max(
+            self._owned(state, pod).get(node, []),
+            key=lambda item: len(item[1].minors() & {a.minor for a in allocs}),
+            default=None,
+        )
+        if source is not None and source[1].minors() & {a.minor for a in allocs}:
+            self.devices.link_owner(pod.uid, source[0], allocs)
         state.write(_ALLOC, (node, allocs))
         return SUCCESS
 
@@ -422,6 +488,7 @@ class DeviceShare(
         """Release what :meth:`reserve` accounted in this cycle."""
         if state.get(_ALLOC) is None:
             return
+        self.devices.unlink_owner(pod.uid)
         self.devices.release(pod.uid)
         state.write(_ALLOC, None)
 
@@ -440,6 +507,21 @@ class DeviceShare(
             await self._write(pod.uid, pod.namespace, pod.name, value)
         except ApiError as exc:
             return Status.error(str(exc))
+        return SUCCESS
+
+    async def pre_bind_reservation(
+        self, state: CycleState, reserve_pod: PodInfo, reservation: str, node: str
+    ) -> Status:
+        """Write the GPUs Reserve chose for a reserve pod onto the Reservation (``device-allocated``), before
+        it is marked Available; a refused write fails the placement (its Unreserve releases them)."""
+        entry = state.get(_ALLOC)
+        if entry is None:
+            return SUCCESS
+        patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: format_allocations(entry[1])}}}
+        try:
+            await self.handle.client.patch("Reservation", reservation, patch)
+        except ApiError as exc:
+            return Status.error(f"cannot write {n.ANNOTATION_DEVICE_ALLOCATED} on reservation {reservation}: {exc}")
         return SUCCESS
 
     def _spawn_write(self, uid: str, namespace: str, name: str, value: str) -> None:

@@ -38,7 +38,7 @@ from app.api import elasticquota as n
 from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
-from app.cache.podinfo import PodInfo
+from app.cache.podinfo import PodError, PodInfo
 from app.client.errors import ApiError, MethodNotAllowed, NotFound
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
@@ -47,6 +47,7 @@ from app.framework.interfaces import (
     PostFilterPlugin,
     PreemptionPlugin,
     PreFilterPlugin,
+    ReservationNominator,
     ServiceProvider,
 )
 from app.framework.preemption import Candidate
@@ -62,6 +63,7 @@ from app.plugins.elasticquota.preempt import (
     select_victims,
     still_pending,
 )
+from app.plugins.elasticquota.reservations import ReservationUsage, usage_key
 from app.plugins.elasticquota.resourcelist import add, go_list, less_equal, mask, print_resource_list
 from app.plugins.elasticquota.revoke import RevokeController, pods_to_revoke
 from app.plugins.elasticquota.statuswriter import STATUS_SYNC_INTERVAL, StatusWriter, same_definition
@@ -92,6 +94,8 @@ class ElasticQuota(
         self.args = args
         self.handle = handle
         self.manager = QuotaManager(args)
+        self.reservations = ReservationUsage()
+        self._nominators: list[ReservationNominator] | None = None
         self.revoker = RevokeController(args.delay_evict_time)
         self.evictions: deque[dict[str, Any]] = deque(maxlen=RECENT_EVICTIONS)
         self._evicted: set[str] = set()
@@ -109,11 +113,26 @@ class ElasticQuota(
         pod = new if new is not None else old
         if pod is not None:
             self.manager.set_pod(pod.uid or pod.key, new)
+            for name in self.reservations.set_pod(pod.uid or pod.key, new):
+                self.manager.set_pod(usage_key(name), self.reservations.synthetic(name))
             if self.preempting and (new is None or new.node_name):
                 self.preempting.pop(pod.uid, None)  # the preemptor is bound or gone: its preemption is over
 
     def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
-        """Record an ElasticQuota change (the tree is rebuilt on the next read)."""
+        """Record an ElasticQuota change (the tree is rebuilt on the next read), or a Reservation's
+        (its unallocated remainder is counted against its quota, :mod:`.reservations`).
+
+        Raises:
+            PodError: a Reservation's template is malformed (it then counts nothing; the cache logs it).
+        """
+        if kind == "Reservation":
+            try:
+                synthetic = self.reservations.set_reservation(key, obj)
+            except PodError:
+                self.manager.set_pod(usage_key(key), None)
+                raise
+            self.manager.set_pod(usage_key(key), synthetic)
+            return
         if kind != "ElasticQuota":
             return
         name = key.rsplit("/", 1)[-1]
@@ -136,7 +155,7 @@ class ElasticQuota(
             mgr.refresh_runtime(quota_name)
         info = mgr.quotas[quota_name]
         limit = mgr.used_limit(info)
-        pod_req = mask(pod.requests, info.max)
+        pod_req = self._request_beyond_reservation(pod, quota_name, mask(pod.requests, info.max))
         ok, exceeded = less_equal(add(pod_req, info.used), limit)
         if not ok:
             state.write(STATE_QUOTA_EXCEEDED, quota_name)
@@ -157,6 +176,28 @@ class ElasticQuota(
         if self.args.enable_check_parent_quota:
             return self._check_parents(info.parent, [info.parent, quota_name], pod_req)
         return SUCCESS
+
+    def _request_beyond_reservation(self, pod: PodInfo, quota_name: str, pod_req: dict[str, int]) -> dict[str, int]:
+        """``pod_req`` less what a reservation of the same quota already holds for the pod: that part is
+        counted in ``used`` through the reservation (:mod:`.reservations`), so it must not count twice. The
+        reservation covering the most (summed share of each request) is assumed taken."""
+        if not self.reservations.any_active():
+            return pod_req
+        if self._nominators is None:
+            fw = self.handle.framework
+            self._nominators = [p for p in fw.plugins if isinstance(p, ReservationNominator)] if fw else []
+        best: dict[str, int] = {}
+        best_share = 0.0
+        for nominator in self._nominators:
+            for name, remaining in nominator.reservations_for(pod):
+                base = self.reservations.base_pod(name)
+                if base is None or self.manager.quota_name_of(base.labels, base.namespace) != quota_name:
+                    continue
+                covered = {r: min(v, remaining.get(r, 0)) for r, v in pod_req.items() if v > 0}
+                share = sum(covered[r] / pod_req[r] for r in covered)
+                if share > best_share:
+                    best, best_share = covered, share
+        return {r: v - best.get(r, 0) for r, v in pod_req.items()} if best else pod_req
 
     def _check_parents(self, name: str, topo: list[str], pod_req: dict[str, int]) -> Status:
         """``checkQuotaRecursive``: every ancestor below the root must hold ``used + request <= runtime``."""

@@ -1,0 +1,145 @@
+"""Placing a pending Reservation: its reserve pod through every Filter and Score plugin, plus our own fit.
+
+Upstream schedules the reserve pod (``NewReservePod``) in koord-scheduler's normal cycle and binds it
+by marking the Reservation Available (``pkg/scheduler/frameworkext/reservation`` ``BindReservation``).
+Here kube-scheduler never sees reserve pods, so the service runs the cycle itself:
+
+1. PreFilter and Filter of every enabled plugin over all nodes (the Reservation plugin's own Filter
+   keeps other reservations' capacity off limits);
+2. our fit for every resource the template requests (cpu, memory, extended) against
+   ``allocatable - requested - reserved``, and the pod count, which kube-scheduler would check for a pod;
+3. a template ``spec.nodeName`` admits only that node; ``spec.nodeSelector`` must match the node labels;
+   a node marked ``spec.unschedulable`` or with a NoSchedule/NoExecute taint the template does not
+   tolerate is refused (kube-scheduler's NodeUnschedulable and TaintToleration, which would have run);
+   a default-policy reservation does not share a node with Aligned/Restricted ones, nor they with it
+   (``node(s) reservation allocate policy conflict``);
+4. Score over the feasible nodes; the highest total wins (the first by name among equals).
+
+The answer is the chosen node, or the failure message kube-scheduler would write
+(``0/3 nodes are available: 2 Insufficient cpu, 1 node(s) didn't match ...``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.framework.cyclestate import CycleState
+from app.framework.handle import Handle
+from app.framework.interfaces import NodeBatch
+from app.framework.runtime import Framework, ScoreError
+from app.plugins.reservation import names as n
+from app.plugins.reservation.model import ReservationInfo
+from app.plugins.reservation.store import ReservationStore
+from app.plugins.reservation.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Outcome of one attempt: ``node`` when placed, else ``message`` saying why not; ``state`` is the
+    cycle's state (the Reserve of the chosen node reads what Filter wrote)."""
+
+    node: str | None
+    message: str = ""
+    state: CycleState | None = None
+
+
+def _own_fit(handle: Handle, store: ReservationStore, info: ReservationInfo, batch: NodeBatch) -> dict[int, list[str]]:
+    """Positions of ``batch`` that cannot hold the reserve pod, with reasons (see step 2)."""
+    snapshot = handle.snapshot
+    out: dict[int, list[str]] = {}
+    for res in sorted(r for r, v in info.requests.items() if v > 0):
+        alloc, requested = snapshot.allocatable_and_requested(res, batch.rows)
+        reserved = store.reserved_at(res, batch.rows)
+        free = alloc - requested - (reserved if reserved is not None else 0)
+        for pos in np.flatnonzero(info.requests[res] > free).tolist():
+            out.setdefault(pos, []).append(f"Insufficient {res}")
+    alloc_pods, _ = snapshot.allocatable_and_requested("pods", batch.rows)
+    for pos, name in enumerate(batch.names):
+        node = snapshot.node(name)
+        if node is None or "pods" not in node.allocatable:
+            continue
+        used = len(node.pods) + len(store.by_node.get(name, ()))
+        if used + 1 > int(alloc_pods[pos]):
+            out.setdefault(pos, []).append("Too many pods")
+    return out
+
+
+def _node_refusal(spec: dict[str, Any], tolerations: list[Any]) -> str:
+    """kube-scheduler's NodeUnschedulable and TaintToleration verdicts for the reserve pod ("" = admitted)."""
+    if spec.get("unschedulable") and not tolerates(tolerations, UNSCHEDULABLE_TAINT):
+        return "node(s) were unschedulable"
+    taint = untolerated_taint(spec.get("taints") or [], tolerations)
+    if taint is not None:
+        return f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value', '')}}}"
+    return ""
+
+
+def _policy_conflict(info: ReservationInfo, others: list[ReservationInfo]) -> bool:
+    """Upstream's Filter for reserve pods: the default ("") allocate policy cannot share a node with
+    reservations of another policy (``Aligned`` and ``Restricted`` may mix)."""
+    mine = info.allocate_policy
+    return any((mine == "" or o.allocate_policy == "") and mine != o.allocate_policy for o in others)
+
+
+def _summary(total: int, reasons: Counter[str]) -> str:
+    parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+    return f"0/{total} nodes are available: {parts}."
+
+
+def place(handle: Handle, framework: Framework, store: ReservationStore, info: ReservationInfo) -> Placement:
+    """Choose a node for ``info``'s reserve pod (see the module docstring); never raises for a plugin failure."""
+    pod = info.reserve_info
+    names = sorted(handle.snapshot.nodes)
+    if not names:
+        return Placement(None, "0/0 nodes are available.")
+    rows, _ = handle.snapshot.table.rows_of(names)
+    batch = NodeBatch(rows, names)
+    state = framework.new_cycle()
+    status = framework.run_pre_filter(state, pod)
+    if not status.is_success():
+        return Placement(None, _summary(len(names), Counter({status.message: len(names)})))
+    reasons: Counter[str] = Counter()
+    failed = np.zeros(len(names), dtype=bool)
+    wanted = pod.annotations.get(n.ANNOTATION_RESERVATION_NODE, "")
+    selector = (info.reserve_pod.get("spec") or {}).get("nodeSelector") or {}
+    tolerations = (info.reserve_pod.get("spec") or {}).get("tolerations") or []
+    for pos, name in enumerate(names):
+        node = handle.snapshot.node(name)
+        if wanted and name != wanted:
+            why = n.ERR_REASON_NODE_NOT_MATCH_RESERVATION
+        elif node is None:
+            why = "node(s) not found"
+        elif isinstance(selector, dict) and any(node.labels.get(k) != v for k, v in selector.items()):
+            why = "node(s) didn't match Pod's node affinity/selector"
+        elif _policy_conflict(info, store.active_on(name)):
+            why = n.ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT
+        else:
+            why = _node_refusal(node.obj.get("spec") or {}, tolerations)
+        if why:
+            failed[pos] = True
+            reasons[why] += 1
+    for pos, short in _own_fit(handle, store, info, batch).items():
+        if not failed[pos]:
+            failed[pos] = True
+            reasons.update(short)
+    alive = np.flatnonzero(~failed)
+    if len(alive):
+        sub = batch.subset(alive)
+        failures = framework.run_filters(state, pod, sub)
+        for pos, st in failures.items():
+            failed[alive[pos]] = True
+            reasons.update(st.reasons or (st.message,))
+    feasible = np.flatnonzero(~failed)
+    if not len(feasible):
+        return Placement(None, _summary(len(names), reasons))
+    sub = batch.subset(feasible)
+    try:
+        totals = framework.run_scores(state, pod, sub).total
+    except ScoreError:
+        totals = np.zeros(len(sub), dtype=np.int64)
+    best = int(np.argmax(totals)) if len(totals) else 0
+    return Placement(sub.names[best], state=state)

@@ -1,0 +1,48 @@
+"""REST views of reservations: upstream field names, quantities as strings.
+
+``nodeReservations/{node}`` mirrors upstream's ``pkg/scheduler/plugins/reservation/service.go``
+(the node's reservations with their allocatable and allocated); ``reservations`` lists every
+reservation the store holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.api.quantity import format_resource_list
+from app.api.timeparse import format_time
+from app.plugins.reservation import names as n
+from app.plugins.reservation.model import ReservationInfo
+from app.plugins.reservation.store import ReservationStore
+
+
+def reservation_view(store: ReservationStore, info: ReservationInfo) -> dict[str, Any]:
+    """One reservation: ``name``, ``uid``, ``phase`` (Pending when unset), ``nodeName``, ``allocatable``,
+    ``allocated``, ``remaining`` (quantity strings), ``owners`` (spec.owners as given), ``currentOwners``
+    (the pods allocated to it: namespace, name, uid), ``allocatePolicy``, ``allocateOnce`` and
+    ``expires`` (RFC 3339, null when it never expires)."""
+    expiry = info.expiry()
+    pods = []
+    for uid in sorted(store.pods_of.get(info.name, ())):
+        pod = store.handle.snapshot.pod(uid)
+        if pod is not None:
+            pods.append({"namespace": pod.namespace, "name": pod.name, "uid": pod.uid})
+    return {
+        "name": info.name,
+        "uid": info.uid,
+        "phase": info.phase or n.PHASE_PENDING,
+        "nodeName": info.node_name,
+        "allocatable": format_resource_list(info.allocatable),
+        "allocated": format_resource_list({k: v for k, v in store.allocated(info.name).items() if v}),
+        "remaining": format_resource_list(store.remaining(info.name)),
+        "owners": (info.obj.get("spec") or {}).get("owners") or [],
+        "currentOwners": pods,
+        "allocatePolicy": info.allocate_policy,
+        "allocateOnce": info.allocate_once,
+        "expires": format_time(expiry) if expiry is not None else None,
+    }
+
+
+def node_reservations_view(store: ReservationStore, node: str) -> list[dict[str, Any]]:
+    """The active reservations on ``node``, each as :func:`reservation_view`, sorted by name."""
+    return [reservation_view(store, i) for i in sorted(store.active_on(node), key=lambda i: i.name)]
