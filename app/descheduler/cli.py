@@ -1,12 +1,15 @@
 """``koord descheduler``: koord-descheduler as its own process, and ``koord descheduler explain``.
 
-Without ``--descheduling-interval`` (and no ``deschedulingInterval`` in the config) one round runs and
-the process exits, as the sigs descheduler does as a Job; ``-o json`` prints that round (node classes
-with usage against thresholds, evictions with pod, source and target node, skipped pods with the
-reason). With an interval it runs rounds forever, leader-elected on a Lease like ``koord manager``
+Without ``--descheduling-interval`` (and no ``deschedulingInterval`` in the config) one round runs
+and the process exits, as the sigs descheduler does as a Job; with MigrationController enabled that
+round only creates PodMigrationJobs, which a descheduler running with an interval carries out.
+``-o json`` prints the round: node classes with usage against thresholds, evictions with pod, source
+and target node, skipped pods with the reason.
+
+With an interval it runs rounds forever, leader-elected on a Lease like ``koord manager``
 (``--cluster`` runs without election), serving ``/metrics``, ``/healthz`` and ``/explain`` on
-``--port``. ``--dry-run`` plans and reports but writes nothing. A bad configuration exits 2 naming the
-field. Evictions go through the Eviction API (embedded mode: recorded by the file source).
+``--port``. ``--dry-run`` plans and reports but writes nothing. A bad configuration exits 2 naming
+the field. Evictions go through the Eviction API (embedded mode: recorded by the file source).
 """
 
 from __future__ import annotations
@@ -33,7 +36,11 @@ log = logging.getLogger("koord.descheduler")
 
 #: Kinds a round reads.
 DESCHEDULER_KINDS = ("Node", "Pod", "NodeMetric", "PodDisruptionBudget")
+#: Kinds the PodMigrationJob controller reads besides.
+MIGRATION_KINDS = ("Reservation", "PodMigrationJob")
 DEFAULT_PORT = 10251
+#: Seconds between PodMigrationJob passes while waiting for the next round (upstream's arbitration interval).
+MIGRATION_PERIOD = 0.5
 
 descheduler_app = typer.Typer(
     help="koord-descheduler: LowNodeLoad rebalancing (one round without an interval).",
@@ -41,16 +48,16 @@ descheduler_app = typer.Typer(
 )
 
 
-def _source(cluster: Path | None, kubeconfig: Path | None) -> Any:
+def _source(cluster: Path | None, kubeconfig: Path | None, migration: bool) -> Any:
+    """The file source (``--cluster``) or the API server's, reading the migration kinds too when needed."""
     from app.sources.files import FileSource
     from app.sources.kubernetes import KubernetesSource
 
+    kinds = (*DESCHEDULER_KINDS, *MIGRATION_KINDS) if migration else DESCHEDULER_KINDS
     if cluster is not None:
-        return FileSource(cluster, poll_interval=1.0, kinds=DESCHEDULER_KINDS)
+        return FileSource(cluster, poll_interval=1.0, kinds=kinds)
     in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-    return KubernetesSource(
-        DESCHEDULER_KINDS, kubeconfig=str(kubeconfig) if kubeconfig else None, in_cluster=in_cluster
-    )
+    return KubernetesSource(kinds, kubeconfig=str(kubeconfig) if kubeconfig else None, in_cluster=in_cluster)
 
 
 async def _wait_ready(source: Any, timeout: float = 60.0) -> None:
@@ -85,7 +92,13 @@ async def run(
 
     cache = ClusterCache()
     bucket = TokenBucket(config.migration.evict_qps, config.migration.evict_burst)
-    desched = Descheduler(config, PodEvictor(source, bucket=bucket), dry_run=dry_run)
+    evictor = PodEvictor(source, bucket=bucket)
+    desched = Descheduler(config, evictor, dry_run=dry_run, jobs=source)
+    migration = None
+    if config.migration_enabled and not desched.dry_run:
+        from app.descheduler.migration import MigrationController
+
+        migration = MigrationController(cache, source, config.migration, PodEvictor(source, attempts=1, bucket=bucket))
     started, stopped = threading.Event(), threading.Event()
     server = None
     await source.start(cache)
@@ -126,8 +139,10 @@ async def run(
             while waited < interval:
                 if stopped.is_set():
                     raise RuntimeError("leadership lost")
-                await asyncio.sleep(min(0.2, interval - waited))
-                waited += 0.2
+                if migration is not None:
+                    await migration.reconcile()
+                await asyncio.sleep(min(MIGRATION_PERIOD, interval - waited))
+                waited += MIGRATION_PERIOD
     finally:
         stopped.set()
         if server is not None:
@@ -218,7 +233,7 @@ def descheduler(
         typer.echo(f"error: --descheduling-interval: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
-        source = _source(cluster, kubeconfig)
+        source = _source(cluster, kubeconfig, cfg.migration_enabled)
         report = asyncio.run(
             run(
                 cfg,

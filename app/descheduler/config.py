@@ -121,6 +121,9 @@ class DeschedulerConfig:
     low_node_load: LowNodeLoadArgs | None = None
     evictor: DefaultEvictorArgs = field(default_factory=DefaultEvictorArgs)
     migration: MigrationControllerArgs = field(default_factory=MigrationControllerArgs)
+    #: MigrationController is the evictor (enabled in ``plugins.evict`` or configured): evictions become
+    #: PodMigrationJobs instead of direct Eviction API calls.
+    migration_enabled: bool = False
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -440,8 +443,10 @@ def parse_config(raw: Any) -> DeschedulerConfig:
             cfg.evictor = _evictor_args(item.get("args"), f"{path}.args")
         elif name == "MigrationController":
             cfg.migration = _migration_args(item.get("args"), f"{path}.args")
+            cfg.migration_enabled = True
         else:
             raise ConfigError(f"{path}.name", f"unknown plugin {name!r}")
+    cfg.migration_enabled = cfg.migration_enabled or "MigrationController" in enabled
     if "LowNodeLoad" in enabled and cfg.low_node_load is None:
         raise ConfigError("profiles[0].pluginConfig", "LowNodeLoad is enabled but has no args (thresholds)")
     return cfg

@@ -17,12 +17,15 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from app.cache.snapshot import ClusterCache
+from app.client.errors import ApiError
 from app.descheduler.classify import NodeClass
 from app.descheduler.config import DeschedulerConfig
 from app.descheduler.evictor import PodEvictor
 from app.descheduler.limits import EvictionLimits
 from app.descheduler.lownodeload import LowNodeLoad, RoundResult
+from app.descheduler.migration import new_job
 from app.descheduler.model import ClusterView, PodView, node_view
+from app.sources.base import ClusterClient
 
 log = logging.getLogger("koord.descheduler")
 
@@ -72,6 +75,7 @@ class Descheduler:
         evictor: executes evictions (None only for dry-run use).
         dry_run: force dry-run (``--dry-run``), besides the config's own ``dryRun`` and LowNodeLoad's.
         clock: epoch seconds.
+        jobs: where to create PodMigrationJobs when the config enables MigrationController (the source).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class Descheduler:
         dry_run: bool = False,
         metrics: DeschedulerMetrics | None = None,
         clock: Callable[[], float] = time.time,
+        jobs: ClusterClient | None = None,
     ) -> None:
         if config.low_node_load is None:
             raise ValueError("the configuration enables no LowNodeLoad plugin: nothing to do")
@@ -89,6 +94,8 @@ class Descheduler:
         self.evictor = evictor
         self.dry_run = dry_run or config.dry_run or config.low_node_load.dry_run or evictor is None
         self.metrics = metrics or DeschedulerMetrics()
+        #: Where PodMigrationJobs are created when MigrationController is the evictor (else None: evict directly).
+        self.jobs = jobs if config.migration_enabled else None
         self.clock = clock
         self.last: dict[str, Any] | None = None
 
@@ -104,7 +111,22 @@ class Descheduler:
         report["time"] = view.now
         for cls in NodeClass:
             self.metrics.nodes_by_class.labels(str(cls)).set(sum(1 for n in result.nodes if n.node_class == cls))
-        if not self.dry_run:
+        if not self.dry_run and self.jobs is not None:
+            for planned, entry in zip(result.evictions, report["evictions"], strict=True):
+                job = new_job(
+                    planned.pod,
+                    f"{planned.name}-{planned.uid[:8] or 'pod'}-{int(view.now)}",
+                    cfg.migration.default_job_mode,
+                    cfg.migration.default_job_ttl,
+                    planned.reason,
+                )
+                try:
+                    await self.jobs.create_or_update(job)
+                    entry["podMigrationJob"] = job["metadata"]["name"]
+                    self.metrics.evicted.labels(planned.node, planned.namespace, "LowNodeLoad").inc()
+                except ApiError as exc:
+                    entry["error"] = f"creating PodMigrationJob: {exc}"
+        elif not self.dry_run:
             assert self.evictor is not None
             for planned, entry in zip(result.evictions, report["evictions"], strict=True):
                 outcome = await self.evictor.evict(planned.namespace, planned.name, planned.uid, planned.reason)
