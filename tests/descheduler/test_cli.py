@@ -1,6 +1,7 @@
 """``koord descheduler`` end to end on cluster files: one round, dry-run writes nothing, bad config exits 2."""
 
 import asyncio
+import contextlib
 import json
 
 import yaml
@@ -136,3 +137,65 @@ def test_explain_from_a_saved_round(tmp_path):
     assert "hot" in result.output and "evict default/" in result.output
     result = CliRunner().invoke(cli, ["descheduler", "explain", "--from", str(saved), "-o", "json"])
     assert json.loads(result.stdout)["evictions"] == report["evictions"]
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_interval_mode_serves_metrics_healthz_and_explain(tmp_path):
+    import httpx
+
+    cluster, _ = _cluster(tmp_path)
+    port = _free_port()
+    seen = {}
+
+    async def go():
+        source = FileSource(cluster, poll_interval=0, kinds=("Node", "Pod", "NodeMetric"))
+        task = asyncio.create_task(
+            run(parse_config(CONFIG), source, dry_run=True, interval=0.3, host="127.0.0.1", port=port, rounds=20)
+        )
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            try:
+                explain = await asyncio.to_thread(httpx.get, f"{base}/explain", timeout=2)
+            except httpx.HTTPError:
+                continue
+            if explain.status_code == 200:
+                seen["explain"] = explain.json()
+                seen["healthz"] = (await asyncio.to_thread(httpx.get, f"{base}/healthz", timeout=2)).status_code
+                seen["metrics"] = (await asyncio.to_thread(httpx.get, f"{base}/metrics", timeout=2)).text
+                break
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert seen["healthz"] == 200
+    assert seen["explain"]["evictions"][0]["node"] == "hot"
+    assert 'koord_descheduler_nodes{class="high"} 1.0' in seen["metrics"]
+    assert "koord_descheduler_round_duration_seconds_count" in seen["metrics"]
+
+
+def test_migration_controller_turns_evictions_into_jobs(tmp_path):
+    cluster, _ = _cluster(tmp_path)
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["profiles"][0]["plugins"]["evict"] = {"enabled": [{"name": "MigrationController"}]}
+    config = parse_config(cfg)
+    assert config.migration_enabled and config.migration.default_job_mode == "ReservationFirst"
+
+    async def go():
+        source = FileSource(cluster, poll_interval=0, kinds=("Node", "Pod", "NodeMetric", "PodMigrationJob"))
+        report = await run(config, source, dry_run=False, interval=0)
+        return report, source
+
+    report, source = asyncio.run(go())
+    assert source.evictions == []  # the job evicts, once its reservation is Available
+    name = report["evictions"][0]["podMigrationJob"]
+    job = source._objects["PodMigrationJob"][name]
+    assert job["spec"]["mode"] == "ReservationFirst" and job["spec"]["podRef"]["name"].startswith("p")
