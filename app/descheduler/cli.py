@@ -201,7 +201,9 @@ def descheduler(
     port: Annotated[
         int, typer.Option(help="Port of /metrics, /healthz and /explain (with an interval).")
     ] = DEFAULT_PORT,
-    leader_elect: Annotated[bool, typer.Option(help="Elect one active instance through a Lease.")] = True,
+    leader_elect: Annotated[
+        bool, typer.Option(help="With an interval, elect one active instance through a Lease.")
+    ] = True,
     lease_name: Annotated[str, typer.Option(help="Name of the leader election Lease.")] = "koord-descheduler",
     lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "koordinator-system",
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
@@ -242,7 +244,7 @@ def descheduler(
                 interval=interval,
                 host=host,
                 port=port if interval > 0 else None,
-                leader_elect=leader_elect and cluster is None,
+                leader_elect=leader_elect and cluster is None and interval > 0,
                 lease=(lease_name, lease_namespace),
             )
         )

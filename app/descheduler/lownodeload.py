@@ -306,6 +306,9 @@ class _Balance:
         return all(avail[r] > 0 for r in self.resources if r in avail)
 
     def _filter(self, pod: PodView) -> str | None:
+        job = self.view.migrating.get(pod.key)
+        if job is not None:
+            return f"pod is already being migrated by PodMigrationJob {job}"
         return (
             lownodeload_filter(pod, self.plugin.args)
             or evict_filter(pod, self.plugin.evictor)

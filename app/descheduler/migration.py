@@ -7,7 +7,8 @@ One :meth:`MigrationController.reconcile` pass moves every unfinished job one st
   (the job's Reservation is deleted).
 - ``Pending``: the pod (``spec.podRef``) must exist (else ``Failed`` / ``MissingPod``); arbitration
   keeps the job Pending while ``maxMigratingPerNode`` / ``maxMigratingPerNamespace`` /
-  ``maxMigratingPerWorkload`` running jobs already exist; otherwise ``Running``.
+  ``maxMigratingPerWorkload`` running jobs already exist, or the workload already has
+  ``maxUnavailablePerWorkload`` pods migrating or not Running and Ready; otherwise ``Running``.
 - ``EvictDirectly``: evict the pod (Eviction API; a 429 keeps the job Running and is retried next pass,
   never turned into a delete) ⇒ ``Succeeded`` / ``EvictComplete``.
 - ``ReservationFirst``: create a Reservation named after the job's uid from the pod's spec (nodeName
@@ -204,6 +205,16 @@ class MigrationController:
                 workloads[str(ctl.get("uid"))] = workloads.get(str(ctl.get("uid")), 0) + 1
         return nodes, namespaces, workloads
 
+    def _unavailable(self, workload_uid: str) -> int:
+        """Pods of the workload (controller uid) that are not Running and Ready."""
+        count = 0
+        for uid, info in self.cache.pods.items():
+            if not any(ref.get("uid") == workload_uid and ref.get("controller") for ref in info.owner_references):
+                continue
+            if info.phase != "Running" or uid not in self.cache.pod_objects or not _ready(self.cache.pod_objects[uid]):
+                count += 1
+        return count
+
     def arbitration(self, pod: dict[str, Any]) -> str | None:
         """Why a job for ``pod`` must stay Pending (a migration limit is reached), or None."""
         nodes, namespaces, workloads = self._running_counts()
@@ -216,12 +227,13 @@ class MigrationController:
             return f"namespace {ns} has {namespaces[ns]} migrating pods (maxMigratingPerNamespace)"
         ctl = _controller_of(pod)
         workload_uid = str(ctl.get("uid")) if ctl is not None else ""
-        if (
-            a.max_migrating_per_workload
-            and ctl is not None
-            and workloads.get(workload_uid, 0) >= a.max_migrating_per_workload
-        ):
-            return f"workload {ctl.get('name')} has too many migrating pods (maxMigratingPerWorkload)"
+        migrating = workloads.get(workload_uid, 0)
+        if a.max_migrating_per_workload and ctl is not None and migrating >= a.max_migrating_per_workload:
+            return f"workload {ctl.get('name')} has {migrating} migrating pods (maxMigratingPerWorkload)"
+        if a.max_unavailable_per_workload and ctl is not None:
+            unavailable = migrating + self._unavailable(workload_uid)
+            if unavailable >= a.max_unavailable_per_workload:
+                return f"workload {ctl.get('name')} has {unavailable} unavailable pods (maxUnavailablePerWorkload)"
         return None
 
     # -------------------------------------------------------------------------------- reconcile

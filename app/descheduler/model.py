@@ -63,6 +63,8 @@ class ClusterView:
         node_metrics: NodeMetric objects by node name.
         pdbs: PodDisruptionBudget objects (policy/v1).
         now: epoch seconds of the round (metric freshness, anomaly timeouts).
+        migrating: ``namespace/name`` of pods with an unfinished PodMigrationJob -> the job's name
+            (such pods are not chosen again, as upstream's MigrationController filter does).
     """
 
     nodes: dict[str, NodeView]
@@ -70,6 +72,7 @@ class ClusterView:
     node_metrics: dict[str, dict[str, Any]]
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     now: float = 0.0
+    migrating: dict[str, str] = field(default_factory=dict)
 
 
 def raw_allocatable(node: dict[str, Any], allocatable: dict[str, int]) -> dict[str, int]:

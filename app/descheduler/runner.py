@@ -42,7 +42,13 @@ def view_from_cache(cache: ClusterCache, now: float) -> ClusterView:
         pods.sort(key=lambda p: p.key)
     metrics = dict(cache.objects.get("NodeMetric", {}).items())
     pdbs = list(cache.objects.get("PodDisruptionBudget", {}).values())
-    return ClusterView(nodes, by_node, metrics, pdbs, now)
+    migrating = {}
+    for job in cache.objects.get("PodMigrationJob", {}).values():
+        if (job.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Aborted"):
+            continue
+        ref = (job.get("spec") or {}).get("podRef") or {}
+        migrating[f"{ref.get('namespace') or 'default'}/{ref.get('name')}"] = str(job["metadata"]["name"])
+    return ClusterView(nodes, by_node, metrics, pdbs, now, migrating)
 
 
 class DeschedulerMetrics:
@@ -115,7 +121,7 @@ class Descheduler:
             for planned, entry in zip(result.evictions, report["evictions"], strict=True):
                 job = new_job(
                     planned.pod,
-                    f"{planned.name}-{planned.uid[:8] or 'pod'}-{int(view.now)}",
+                    f"{planned.name[:200]}-{planned.uid[:8] or 'pod'}-{int(view.now)}",
                     cfg.migration.default_job_mode,
                     cfg.migration.default_job_ttl,
                     planned.reason,

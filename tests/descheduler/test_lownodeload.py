@@ -220,3 +220,13 @@ def test_pod_order_priority_class_qos_cost_usage_and_age():
     # unlabelled BestEffort pods default to koord-batch with priority 0: before "batch" (5000), "prod" last;
     # among them deletion cost, then usage nearest the excess, then newest first
     assert order == ["big", "new", "old", "costly", "batch", "prod"]
+
+
+def test_pods_with_an_unfinished_migration_job_are_not_chosen_again():
+    v = _cluster()
+    v.migrating = {f"default/p{i}": f"job-{i}" for i in range(4)}
+    result = _plugin().balance(v)
+    assert result.evictions == []
+    assert {s.reason for s in result.skipped} == {
+        f"pod is already being migrated by PodMigrationJob job-{i}" for i in range(4)
+    }

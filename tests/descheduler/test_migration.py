@@ -161,3 +161,33 @@ def test_arbitration_keeps_jobs_pending_over_max_migrating_per_node(tmp_path):
         await source.stop()
 
     asyncio.run(go())
+
+
+def test_max_unavailable_per_workload_counts_pods_not_ready(tmp_path):
+    async def go():
+        source, _, ctl, _ = await _setup(tmp_path, "ReservationFirst", clock=time.time)
+        ctl.args.max_unavailable_per_workload = 1
+        await source.create_or_update(_pod("web-0", "b", "uid-0"))  # same ReplicaSet, not Ready
+        await asyncio.sleep(0)
+        job = await _step(ctl)
+        assert job["status"]["phase"] == "Pending" and "maxUnavailablePerWorkload" in job["status"]["message"]
+        await source.patch(
+            "Pod",
+            "web-0",
+            {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+            namespace="default",
+            subresource="status",
+        )
+        await source.patch(
+            "Pod",
+            "web-1",
+            {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+            namespace="default",
+            subresource="status",
+        )
+        await asyncio.sleep(0)
+        job = await _step(ctl)
+        assert job["status"]["phase"] == "Running"
+        await source.stop()
+
+    asyncio.run(go())
