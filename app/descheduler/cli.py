@@ -154,17 +154,27 @@ def render_round(report: dict[str, Any]) -> Table:
     """A rich table of a round: one row per node (class, usage % against low/high thresholds), and
     the chosen victims with their targets as the caption."""
     table = Table(title="koord-descheduler round" + (" (dry run)" if report.get("dryRun") else ""))
-    for col in ("node", "pool", "class", "usage % (cpu, memory)", "low / high (cpu)", "abnormal"):
+    for col in ("node", "class", "cpu % (low/high)", "memory % (low/high)", "pods", "abnormal", "pool"):
         table.add_column(col)
+
+    def cell(n: dict[str, Any], r: str) -> str:
+        used = n.get("usagePercent", {}).get(r)
+        low = n.get("lowThresholdPercent", {}).get(r)
+        high = n.get("highThresholdPercent", {}).get(r)
+        if used is None:
+            return "-"
+        text = f"{used:.1f} ({low:.0f}/{high:.0f})" if low is not None and high is not None else f"{used:.1f}"
+        return f"[red]{text}[/]" if high is not None and used > high else text
+
     for n in report.get("nodes", []):
-        pct = n.get("usagePercent", {})
         table.add_row(
             n["name"],
-            n.get("nodePool", ""),
             n["class"],
-            f"{pct.get('cpu', 0):.1f}, {pct.get('memory', 0):.1f}",
-            f"{n.get('lowThreshold', {}).get('cpu', '-')} / {n.get('highThreshold', {}).get('cpu', '-')}",
+            cell(n, "cpu"),
+            cell(n, "memory"),
+            str(n.get("usage", {}).get("pods", "")),
             "yes" if n.get("abnormal") else "",
+            n.get("nodePool", ""),
         )
     lines = [
         f"evict {e['pod']}: {e['node']} -> {e['target'] or '?'} ({e['reason']})" for e in report.get("evictions", [])

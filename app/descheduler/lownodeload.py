@@ -44,6 +44,7 @@ class NodeReport:
     prod_usage: dict[str, int]
     prod_low: dict[str, int]
     prod_high: dict[str, int]
+    allocatable: dict[str, int] = field(default_factory=dict)
     abnormal: bool = False
 
 
@@ -97,6 +98,8 @@ class RoundResult:
                     "prodUsage": n.prod_usage,
                     "prodLowThreshold": n.prod_low,
                     "prodHighThreshold": n.prod_high,
+                    "lowThresholdPercent": _percent(n.low, n.allocatable),
+                    "highThresholdPercent": _percent(n.high, n.allocatable),
                 }
                 for n in self.nodes
             ],
@@ -107,6 +110,10 @@ class RoundResult:
             "skipped": [{"pod": f"{s.namespace}/{s.name}", "node": s.node, "reason": s.reason} for s in self.skipped],
             "messages": self.messages,
         }
+
+
+def _percent(amounts: dict[str, int], allocatable: dict[str, int]) -> dict[str, float]:
+    return {r: round(100.0 * v / allocatable[r], 2) for r, v in amounts.items() if allocatable.get(r)}
 
 
 def node_score(usage: dict[str, int], allocatable: dict[str, int], weights: dict[str, int]) -> int:
@@ -213,6 +220,7 @@ class LowNodeLoad:
                 dict(u.prod_usage),
                 dict(t.prod_low),
                 dict(t.prod_high),
+                dict(u.node.allocatable),
             )
         result.nodes.extend(reports.values())
         high, prod_high = by_class[NodeClass.HIGH], by_class[NodeClass.PROD_HIGH]
