@@ -230,3 +230,21 @@ def test_pods_with_an_unfinished_migration_job_are_not_chosen_again():
     assert {s.reason for s in result.skipped} == {
         f"pod is already being migrated by PodMigrationJob job-{i}" for i in range(4)
     }
+
+
+def test_limits_per_namespace_and_total_across_nodes():
+    hot = {f"ns{i % 2}/p{i}": {"cpu": "1"} for i in range(6)}
+    hot2 = {f"ns0/q{i}": {"cpu": "1"} for i in range(6)}
+    pods = [pod(f"p{i}", "hot", ns=f"ns{i % 2}") for i in range(6)] + [pod(f"q{i}", "hot2", ns="ns0") for i in range(6)]
+    nodes = [node("hot"), node("hot2"), node("cold", cpu="100")]
+    metrics = [metric("hot", {"cpu": "3"}, hot), metric("hot2", {"cpu": "3"}, hot2), metric("cold", {"cpu": "1"}, {})]
+    result = _plugin().balance(view(nodes, pods, metrics), EvictionLimits(per_namespace=2))
+    by_ns: dict[str, int] = {}
+    for e in result.evictions:
+        by_ns[e.namespace] = by_ns.get(e.namespace, 0) + 1
+    # each hot node needs 2 evictions (9 -> 7 cores); ns0 runs out on the second node
+    assert by_ns["ns0"] == 2 and len(result.evictions) < 4
+    assert any("per namespace" in s.reason for s in result.skipped)
+    result = _plugin().balance(view(nodes, pods, metrics), EvictionLimits(total=3))
+    assert len(result.evictions) == 3
+    assert any("in total" in s.reason for s in result.skipped)
