@@ -70,3 +70,16 @@ def test_rbac_grants_eviction_migration_and_the_lease(docs):
     assert "patch" in granted[("scheduling.koordinator.sh", "podmigrationjobs/status")]
     lease = _one(docs, "Role", "koord-descheduler-leader-election")
     assert any(r.get("resourceNames") == ["koord-descheduler"] for r in lease["rules"])
+
+
+def test_the_dry_run_example_runs_on_the_example_cluster():
+    from typer.testing import CliRunner
+
+    from app.cli.main import cli
+
+    example = ROOT / "manifests" / "descheduler" / "dry-run-example.yaml"
+    args = ["descheduler", "--cluster", str(ROOT / "examples" / "cluster"), "--config", str(example)]
+    result = CliRunner().invoke(cli, [*args, "--dry-run", "-o", "json"])
+    assert result.exit_code == 0, result.output
+    report = yaml.safe_load(result.stdout)
+    assert {n["name"]: n["class"] for n in report["nodes"]}["node-hot"] == "high"
