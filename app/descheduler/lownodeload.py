@@ -223,6 +223,13 @@ class LowNodeLoad:
                 dict(u.node.allocatable),
             )
         result.nodes.extend(reports.values())
+        for n, report in reports.items():
+            log.debug("node %s is %s (%s): usage %s", n, report.node_class, report.explanation, report.usage_percent)
+        log.info(
+            "%s: criteria for nodes under low thresholds and above high thresholds: %s",
+            pool.name,
+            ", ".join(f"{len(by_class[c])} {c}" for c in NodeClass),
+        )
         high, prod_high = by_class[NodeClass.HIGH], by_class[NodeClass.PROD_HIGH]
         low, prod_low, both_low = by_class[NodeClass.LOW], by_class[NodeClass.PROD_LOW], by_class[NodeClass.BOTH_LOW]
         if not high and not prod_high:

@@ -90,3 +90,18 @@ def test_unknown_plugin_and_top_level_fields():
         {**_cfg({"highThresholds": {"cpu": 50}}), "deschedulingInterval": "2m", "maxNoOfPodsToEvictTotal": 3}
     )
     assert good.descheduling_interval == 120 and good.max_pods_total == 3
+
+
+def test_unreadable_or_malformed_files_are_config_errors(tmp_path):
+    from app.descheduler.config import load_config
+
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "missing.yaml")
+    assert err.value.field == "<file>"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profiles: [\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    bad.write_text("- just a list\n")
+    with pytest.raises(ConfigError, match="expected an object"):
+        load_config(bad)
