@@ -80,10 +80,13 @@ async def run(
     lease: tuple[str, str] = ("koord-descheduler", "koordinator-system"),
     durations: tuple[int, int, int] = (15, 10, 2),
     rounds: int | None = None,
+    identity: str | None = None,
 ) -> dict[str, Any] | None:
     """Run rounds on ``source`` and return the last round's report.
 
-    ``interval`` 0 runs one round. ``rounds`` caps the number of rounds (tests). ``port`` None serves nothing.
+    ``interval`` 0 runs one round. ``rounds`` caps the number of rounds (tests). ``port`` None serves
+    nothing. ``identity`` is the Lease holder identity (default ``$POD_NAME`` or the host name, plus
+    the pid). Raises RuntimeError when leadership is lost (the process then exits 1).
     """
     from app.cache.snapshot import ClusterCache
     from app.descheduler.evictor import PodEvictor, TokenBucket
@@ -115,7 +118,7 @@ async def run(
 
             from app.sources.leaderelect import elect
 
-            identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
+            identity = identity or f"{os.environ.get('POD_NAME') or socket.gethostname()}_{os.getpid()}"
             threading.Thread(
                 target=elect,
                 args=(ApiClient(source.client.configuration), *lease, identity, durations, started, stopped),
