@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.api.nodeaffinity import required_affinity_matches
 from app.descheduler.model import NodeView, PodView
 
 
@@ -27,54 +28,12 @@ def _tolerates(tolerations: list[Any], taint: dict[str, Any]) -> bool:
     return False
 
 
-def _expr_matches(expr: dict[str, Any], labels: dict[str, str], name: str) -> bool:
-    key, op = expr.get("key"), expr.get("operator")
-    values = [str(v) for v in expr.get("values") or []]
-    value = name if key == "metadata.name" else labels.get(str(key))
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and values:
-        try:
-            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
-        except ValueError:
-            return False
-    return False
-
-
-def _affinity_matches(spec: dict[str, Any], node: NodeView) -> bool:
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if node.labels.get(key) != value:
-            return False
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if not terms:
-        return True
-    for term in terms:
-        exprs = [e for e in (term.get("matchExpressions") or []) if isinstance(e, dict)]
-        fields = [e for e in (term.get("matchFields") or []) if isinstance(e, dict)]
-        if not exprs and not fields:
-            continue
-        if all(_expr_matches(e, node.labels, node.name) for e in exprs) and all(
-            _expr_matches({**e, "key": "metadata.name"}, {}, node.name) for e in fields
-        ):
-            return True
-    return False
-
-
 def node_fit(pod: PodView, node: NodeView) -> str | None:
     """``NodeFit``: None when the pod could be placed on ``node``, else why not."""
     if node.unschedulable:
         return f"node {node.name} is unschedulable"
     spec = pod.obj.get("spec") or {}
-    if not _affinity_matches(spec, node):
+    if not required_affinity_matches(spec, node.labels, node.name):
         return f"pod does not match node {node.name}'s labels (nodeSelector/affinity)"
     tolerations = spec.get("tolerations") or []
     for taint in node.taints:
