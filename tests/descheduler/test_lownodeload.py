@@ -248,3 +248,51 @@ def test_limits_per_namespace_and_total_across_nodes():
     result = _plugin().balance(view(nodes, pods, metrics), EvictionLimits(total=3))
     assert len(result.evictions) == 3
     assert any("in total" in s.reason for s in result.skipped)
+
+
+def test_node_pools_use_their_own_thresholds_and_sources_are_not_seen_twice():
+    gpu = {"matchLabels": {"pool": "gpu"}}
+    all_nodes = {"matchLabels": {}}
+    args = {
+        "highThresholds": {"cpu": 95},
+        "lowThresholds": {"cpu": 30},
+        "anomalyCondition": {"consecutiveAbnormalities": 1},
+        "nodePools": [
+            {"name": "gpu", "nodeSelector": gpu, "highThresholds": {"cpu": 60}},
+            {"name": "all", "nodeSelector": all_nodes, "highThresholds": {"cpu": 50}},
+        ],
+    }
+    nodes = [node("g-hot"), node("g-cold"), node("c-hot"), node("c-cold")]
+    for n in nodes[:2]:
+        n["metadata"]["labels"]["pool"] = "gpu"
+    hot = {f"default/g{i}": {"cpu": "2"} for i in range(4)}
+    chot = {f"default/c{i}": {"cpu": "1"} for i in range(6)}
+    pods = [pod(f"g{i}", "g-hot") for i in range(4)] + [pod(f"c{i}", "c-hot") for i in range(6)]
+    metrics = [
+        metric("g-hot", {"cpu": "0"}, hot),
+        metric("g-cold", {"cpu": "0"}, {}),
+        metric("c-hot", {"cpu": "0"}, chot),
+        metric("c-cold", {"cpu": "0"}, {}),
+    ]
+    result = LowNodeLoad(parse_low_node_load_args(args)).balance(view(nodes, pods, metrics))
+    by_pool = {}
+    for n in result.nodes:
+        by_pool.setdefault(n.pool, {})[n.name] = n.node_class
+    # the default pool (95 %) sees no source; gpu (60 %): g-hot at 80 %; "all" (50 %) excludes g-hot, a processed source
+    assert by_pool["__default_node_pool__"]["g-hot"] == NodeClass.PROD_LOW  # between low and high
+    assert by_pool["gpu"] == {"g-hot": NodeClass.HIGH, "g-cold": NodeClass.BOTH_LOW}
+    assert "g-hot" not in by_pool["all"] and by_pool["all"]["c-hot"] == NodeClass.HIGH
+    assert {e.node for e in result.evictions} == {"g-hot", "c-hot"}
+    assert all(e.target in ("g-cold",) for e in result.evictions if e.node == "g-hot")
+
+
+def test_sources_in_weighted_usage_order():
+    nodes = [node("warm"), node("hotter"), node("cold", cpu="100")]
+    pods = [pod("w", "warm"), pod("h", "hotter")]
+    metrics = [
+        metric("warm", {"cpu": "6"}, {"default/w": {"cpu": "2"}}),
+        metric("hotter", {"cpu": "7"}, {"default/h": {"cpu": "2"}}),
+        metric("cold", {"cpu": "1"}, {}),
+    ]
+    result = _plugin().balance(view(nodes, pods, metrics), EvictionLimits(total=1))
+    assert [e.node for e in result.evictions] == ["hotter"]
