@@ -147,8 +147,8 @@ class LowNodeLoad:
     """The plugin with its state across rounds (the node and prod anomaly detector caches).
 
     Args:
-        args: parsed LowNodeLoadArgs; evictor: DefaultEvictorArgs; limits_factory: called once per round
-            for fresh :class:`EvictionLimits`.
+        args: parsed LowNodeLoadArgs.
+        evictor: DefaultEvictorArgs of the default evictor filter (defaults when None).
     """
 
     def __init__(self, args: LowNodeLoadArgs, evictor: DefaultEvictorArgs | None = None) -> None:
