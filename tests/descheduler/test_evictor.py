@@ -58,3 +58,31 @@ def test_token_bucket_paces_after_the_burst():
     now[0] = 10.0
     assert bucket.delay() == 0
     assert TokenBucket(0, 1).delay() == 0
+
+
+def test_a_round_counts_evictions_by_node_namespace_and_reason():
+    from prometheus_client import generate_latest
+
+    from app.descheduler.config import parse_config
+    from app.descheduler.runner import Descheduler
+
+    from .builders import metric, node, pod, view
+    from .test_cli import CONFIG
+
+    client = FakeClient([TooManyRequests("pdb")] * 5)  # the first pod stays blocked by its PDB
+    desched = Descheduler(parse_config(CONFIG), PodEvictor(client, attempts=1))
+    hot = {f"default/p{i}": {"cpu": "2"} for i in range(4)}
+    v = view(
+        [node("hot"), node("cold")],
+        [pod(f"p{i}", "hot") for i in range(4)],
+        [metric("hot", {"cpu": "1"}, hot), metric("cold", {"cpu": "1"}, {})],
+    )
+    report = asyncio.run(desched.run_once(v))
+    assert [e["evicted"] for e in report["evictions"]] == [False]
+    assert "429" in report["evictions"][0]["error"] and client.deleted == []
+    client.failures = []
+    v.now += 1
+    report = asyncio.run(desched.run_once(v))
+    assert [e["evicted"] for e in report["evictions"]] == [True]
+    text = generate_latest(desched.metrics.registry).decode()
+    assert 'koord_descheduler_pods_evicted_total{namespace="default",node="hot",reason="LowNodeLoad"} 1.0' in text
