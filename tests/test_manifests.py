@@ -35,7 +35,7 @@ WEBHOOKS_TLS_SECRET = "koord-webhooks-tls"
 #: Every flag of `koord scheduler`.
 SCHEDULER_FLAGS = {"--" + name.replace("_", "-") for name in scheduler.__annotations__ if name != "return"}
 
-CORE_KINDS = {"Node", "Pod", "ConfigMap", "Namespace", "PriorityClass"}
+CORE_KINDS = {"Node", "Pod", "ConfigMap", "Namespace", "PriorityClass", "PodDisruptionBudget"}
 CRD_KINDS = sorted(k for k in KINDS if k not in CORE_KINDS)
 # Kinds whose upstream CRD has a status subresource (kubebuilder:subresource:status).
 WITH_STATUS_SUBRESOURCE = {

@@ -50,6 +50,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("ConfigMap", "", "v1", "configmaps", True),
         KindInfo("Namespace", "", "v1", "namespaces", False),
         KindInfo("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
+        KindInfo("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True),
         KindInfo("NodeMetric", "slo.koordinator.sh", "v1alpha1", "nodemetrics", False),
         KindInfo("NodeSLO", "slo.koordinator.sh", "v1alpha1", "nodeslos", False),
         KindInfo("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", False),

@@ -327,6 +327,7 @@ def _register_subcommands() -> None:
     from app.cli.quota import quota_app
     from app.cli.reservation import reservation_app
     from app.cli.sim import sim
+    from app.descheduler.cli import descheduler_app
     from app.manager.cli import manager
 
     cli.command(name="agent")(agent)
@@ -336,6 +337,7 @@ def _register_subcommands() -> None:
     cli.add_typer(quota_app, name="quota")
     cli.add_typer(gang_app, name="gang")
     cli.add_typer(reservation_app, name="reservation")
+    cli.add_typer(descheduler_app, name="descheduler")
 
 
 _register_subcommands()

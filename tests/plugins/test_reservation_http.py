@@ -498,3 +498,30 @@ def test_default_policy_does_not_share_a_node_with_other_policies(tmp_path: Path
             return str(conds[0].get("message", "")) if conds else ""
 
         assert wait_for(message) == "0/1 nodes are available: 1 node(s) reservation allocate policy conflict."
+
+
+def test_placement_honours_required_node_affinity_including_match_fields(tmp_path: Path) -> None:
+    # the descheduler's migration reservations say "not on the current node" with matchFields metadata.name
+    away = reservation("away", cpu="2")
+    not_n1 = {"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}
+    away["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [not_n1]}]}
+        }
+    }
+    nowhere = reservation("nowhere", cpu="2")
+    no_label = {"key": "disk", "operator": "In", "values": ["ssd"]}
+    nowhere["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [no_label]}]}
+        }
+    }
+    with _serve(tmp_path, [node("n1", cpu="8"), node("n2", cpu="8"), away, nowhere]) as srv:
+        assert wait_for(lambda: phase_is(srv, "away", "Available"))["nodeName"] == "n2"
+
+        def message() -> str:
+            status = srv.service.cache.objects["Reservation"]["nowhere"].get("status") or {}
+            conds = [c for c in status.get("conditions") or [] if c["type"] == "Scheduled"]
+            return str(conds[0].get("message", conds)) if conds else ""
+
+        assert wait_for(message) == "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."

@@ -8,7 +8,8 @@ Here kube-scheduler never sees reserve pods, so the service runs the cycle itsel
    keeps other reservations' capacity off limits);
 2. our fit for every resource the template requests (cpu, memory, extended) against
    ``allocatable - requested - reserved``, and the pod count, which kube-scheduler would check for a pod;
-3. a template ``spec.nodeName`` admits only that node; ``spec.nodeSelector`` must match the node labels;
+3. a template ``spec.nodeName`` admits only that node; ``spec.nodeSelector`` and the required node
+   affinity (``matchExpressions``, ``matchFields`` on ``metadata.name``) must match the node;
    a node marked ``spec.unschedulable`` or with a NoSchedule/NoExecute taint the template does not
    tolerate is refused (kube-scheduler's NodeUnschedulable and TaintToleration, which would have run);
    a default-policy reservation does not share a node with Aligned/Restricted ones, nor they with it
@@ -27,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from app.api.nodeaffinity import required_affinity_matches
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
@@ -105,7 +107,7 @@ def place(handle: Handle, framework: Framework, store: ReservationStore, info: R
     reasons: Counter[str] = Counter()
     failed = np.zeros(len(names), dtype=bool)
     wanted = pod.annotations.get(n.ANNOTATION_RESERVATION_NODE, "")
-    selector = (info.reserve_pod.get("spec") or {}).get("nodeSelector") or {}
+    template_spec = info.reserve_pod.get("spec") or {}
     tolerations = (info.reserve_pod.get("spec") or {}).get("tolerations") or []
     for pos, name in enumerate(names):
         node = handle.snapshot.node(name)
@@ -113,7 +115,7 @@ def place(handle: Handle, framework: Framework, store: ReservationStore, info: R
             why = n.ERR_REASON_NODE_NOT_MATCH_RESERVATION
         elif node is None:
             why = "node(s) not found"
-        elif isinstance(selector, dict) and any(node.labels.get(k) != v for k, v in selector.items()):
+        elif not required_affinity_matches(template_spec, node.labels, name):
             why = "node(s) didn't match Pod's node affinity/selector"
         elif _policy_conflict(info, store.active_on(name)):
             why = n.ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT

@@ -1,0 +1,84 @@
+"""client-go style leader election on a ``coordination.k8s.io/v1`` Lease, for the components that run
+their own election (``koord manager``, ``koord descheduler``), through the ``kubernetes`` package's
+``leaderelection`` (lease duration / renew deadline / retry period as controller-runtime's defaults
+15 s / 10 s / 2 s are passed in by the caller).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+log = logging.getLogger("koord.leaderelect")
+
+
+def tolerant_lease_lock(name: str, namespace: str, identity: str) -> Any:
+    """A ``LeaseLock`` whose transport errors (connection refused, timeouts) count as a failed attempt.
+
+    The library's lock only catches ``ApiException``; anything else would end the election thread
+    silently while the controllers keep running. As client-go does, a failed attempt is retried
+    every retry period, and a leader that cannot renew within the renew deadline stops leading.
+    """
+    from kubernetes.client.rest import ApiException
+    from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+    class TolerantLeaseLock(LeaseLock):
+        def get(self, name: str, namespace: str) -> tuple[bool, Any]:
+            try:
+                return super().get(name, namespace)
+            except ApiException:
+                raise
+            except Exception as exc:
+                log.warning("reading Lease %s/%s failed: %s", namespace, name, exc)
+                return False, ApiException(status=0, reason=str(exc))
+
+        def create(self, name: str, namespace: str, election_record: Any) -> bool:
+            try:
+                return bool(super().create(name, namespace, election_record))
+            except Exception as exc:
+                log.warning("creating Lease %s/%s failed: %s", namespace, name, exc)
+                return False
+
+        def update(self, name: str, namespace: str, updated_record: Any) -> bool:
+            try:
+                return bool(super().update(name, namespace, updated_record))
+            except Exception as exc:
+                log.warning("renewing Lease %s/%s failed: %s", namespace, name, exc)
+                return False
+
+    return TolerantLeaseLock(name, namespace, identity)
+
+
+def elect(
+    api_client: object,
+    name: str,
+    namespace: str,
+    identity: str,
+    durations: tuple[int, int, int],
+    on_started: threading.Event,
+    on_stopped: threading.Event,
+) -> None:
+    """Run client-go style leader election in this (daemon) thread until leadership is lost.
+
+    ``on_started`` is set when this instance becomes the leader, ``on_stopped`` when it stops
+    leading or the election ends for any reason (the caller then exits).
+    """
+    from kubernetes import client
+    from kubernetes.leaderelection import electionconfig, leaderelection
+
+    lock = tolerant_lease_lock(name, namespace, identity)
+    lock.api_instance = client.CoordinationV1Api(api_client)
+    lease, renew, retry = durations
+
+    def lead() -> None:
+        on_started.set()
+        on_stopped.wait()  # keep "leading" until the process ends or leadership is lost
+
+    try:
+        config = electionconfig.Config(lock, lease, renew, retry, lead, on_stopped.set)
+        leaderelection.LeaderElection(config).run()
+    except Exception:
+        log.exception("leader election failed")
+    finally:
+        on_stopped.set()
