@@ -24,12 +24,16 @@ from rich.console import Console
 from rich.table import Table
 
 from app.cli.embedded import embedded_cluster_path
+from app.cli.helpstyle import KoordGroup, root_options
 from app.framework.config import ConfigError, default_config, load_config
 from app.framework.duration import parse_duration
 from app.plugins.registry import default_registry
 from app.sources.base import Source
 
-cli = typer.Typer(help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True)
+cli = typer.Typer(
+    help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True, cls=KoordGroup
+)
+cli.callback()(root_options)  # --version
 console = Console()
 err_console = Console(stderr=True)
 log = logging.getLogger("koord")
