@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
+
 #: Set in the environment once ``koord agent`` re-executed into ``python -m agent`` (never twice).
 LEAN_ENV = "KOORD_AGENT_LEAN"
 
@@ -65,11 +67,12 @@ def agent(
     dry_run: Annotated[
         bool, typer.Option(help="Plan and log every cgroup write and eviction; change nothing.")
     ] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
     reexec_lean()
-    import logging
     import signal
     import threading
 
@@ -80,7 +83,7 @@ def agent(
     from agent.server import serve
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format, verbosity)
     err = typer.echo
 
     def fail(message: str) -> None:

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.cli.embedded import embedded_cluster_path
 from app.cli.helpstyle import KoordGroup, root_options
 from app.cli.output import OutputOpt, emit
@@ -104,6 +105,24 @@ def _byte_count(flag: str, text: str) -> int:
     return int(value)
 
 
+def _fail_if_port_taken(host: str, port: int) -> None:
+    """Exit 2 at once when ``host:port`` cannot be bound (in use, or not an address of this host), as uvicorn
+    would only after the cluster is loaded. Bound as uvicorn binds (SO_REUSEADDR), then released."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        _fail(f"--host {host}: {exc.strerror}")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            _fail(f"cannot listen on {host}:{port}: {exc.strerror} (is another koord scheduler running?)")
+
+
 @cli.command()
 def scheduler(
     cluster: Annotated[
@@ -128,7 +147,9 @@ def scheduler(
         typer.Option(help="Comma-separated certificate CNs allowed to call the webhooks (empty: any)."),
     ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
     max_request_body_bytes: Annotated[
         str,
         typer.Option(help="Refuse larger request bodies with 413 (bytes, or a quantity such as 256Mi)."),
@@ -153,13 +174,14 @@ def scheduler(
     ] = "all",
 ) -> None:
     """Serve the extender verbs (filter/prioritize/preempt/bind), webhooks, inspection API, health and metrics."""
+    _fail_if_port_taken(host, port)  # before loading the cluster: that can take a minute
     import uvicorn
 
     from app.server.app import ROLES, BackgroundTask, create_app, serves_extender
 
     if role not in ROLES:
         _fail(f"--role: unknown role {role!r}, expected one of {', '.join(ROLES)}")
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    effective_level = configure_logging(log_level, log_format, verbosity)
     try:
         ttl = parse_duration(assumed_pod_ttl)
     except ValueError as exc:
@@ -226,8 +248,9 @@ def scheduler(
         host=host,
         port=port,
         ssl_context_factory=(lambda _cfg, _default: reloader.context) if reloader is not None else None,
-        log_level=log_level.lower(),
-        access_log=False,
+        log_config=None,  # uvicorn's loggers keep configure_logging's format
+        log_level=effective_level,
+        access_log=effective_level <= logging.DEBUG,  # one line per request: debugging only
         http=TLSScopeProtocol,  # httptools, plus the client certificate in the ASGI TLS extension
         loop="uvloop",
     )

@@ -23,6 +23,8 @@ from typing import Annotated, Any
 
 import typer
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
+
 log = logging.getLogger("koord.manager")
 
 #: Kinds the controllers read (ConfigMaps only in koordinator-system).
@@ -171,10 +173,12 @@ def manager(
     lease_duration: Annotated[int, typer.Option(help="Seconds a lease is valid without renewal.")] = 15,
     renew_deadline: Annotated[int, typer.Option(help="Seconds the leader retries renewing before giving up.")] = 10,
     retry_period: Annotated[int, typer.Option(help="Seconds between election attempts.")] = 2,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Run the NodeSLO and batch-resource controllers (koord-manager's slo-controller)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format, verbosity)
     if not (lease_duration > renew_deadline > 1.2 * retry_period >= 1.2):
         typer.echo("error: need --lease-duration > --renew-deadline > 1.2 x --retry-period, all >= 1", err=True)
         raise typer.Exit(2)

@@ -234,7 +234,7 @@ async def _freeze_after_load(source: Source) -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     release_free_heap()
-    log.info("initial load complete: %d objects moved to the permanent GC generation", gc.get_freeze_count())
+    log.debug("initial load complete: %d objects moved to the permanent GC generation", gc.get_freeze_count())
 
 
 def release_free_heap() -> bool:
