@@ -80,8 +80,8 @@ def agent(
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
-    from agent.server import serve
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
+    from app.api.metricsserver import serve
 
     configure_logging(log_level, log_format, verbosity)
     err = typer.echo

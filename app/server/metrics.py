@@ -1,16 +1,32 @@
-"""Prometheus metrics of the service, on a registry owned by one app instance."""
+"""Prometheus metrics of the service, on a registry owned by one app instance.
+
+Besides the service's own series the registry carries prometheus_client's process (``process_*``),
+Python platform (``python_info``) and GC (``python_gc_*``) collectors. ``*_created`` series are not
+exposed (:func:`prometheus_client.disable_created_metrics`, process-wide): they double every counter
+and histogram and no dashboard reads them.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from app.cache.snapshot import ClusterCache
 from app.sources.base import Source
 from app.sources.files import FileSource
+
+disable_created_metrics()
 
 #: Buckets for extender latency, in seconds (0.1 ms .. 1 s).
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -62,15 +78,17 @@ class ServiceMetrics:
 
     Attributes:
         registry: the CollectorRegistry served at ``/metrics``.
-        requests: ``koord_extender_requests_total{verb, code}``.
+        requests: ``koord_extender_requests_total{verb, code}``: extender verbs and webhooks.
         latency: ``koord_extender_request_duration_seconds{verb}``.
+        inspections: ``koord_inspection_requests_total{call, code}``: ``koord explain`` and other inspection
+            calls, kept apart so they never count as scheduling traffic.
     """
 
     def __init__(self, cache: ClusterCache, source: Callable[[], Source | None]) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "koord_extender_requests",
-            "Extender and inspection requests by verb and HTTP status.",
+            "Extender verb and webhook requests by verb and HTTP status.",
             ["verb", "code"],
             registry=self.registry,
         )
@@ -81,9 +99,21 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.inspections = Counter(
+            "koord_inspection_requests",
+            "Inspection requests (explain) by call and HTTP status; not extender verbs.",
+            ["call", "code"],
+            registry=self.registry,
+        )
         self.registry.register(_StateCollector(cache, source))
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # process_*, python_*
+            self.registry.register(collector)
 
     def observe(self, verb: str, code: int, seconds: float) -> None:
-        """Record one request."""
+        """Record one extender verb or webhook request (``seconds``: time to answer)."""
         self.requests.labels(verb, str(code)).inc()
         self.latency.labels(verb).observe(seconds)
+
+    def observe_inspection(self, call: str, code: int) -> None:
+        """Record one inspection request (e.g. ``explain``)."""
+        self.inspections.labels(call, str(code)).inc()

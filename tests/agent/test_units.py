@@ -530,7 +530,8 @@ def test_embedded_agent_imports_neither_kubernetes_nor_numpy() -> None:
     import sys
 
     code = (
-        "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.server, agent.states.providers\n"
+        "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.states.providers\n"
+        "import app.api.metricsserver\n"
         "print(sorted(m for m in ('kubernetes', 'numpy', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
