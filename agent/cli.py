@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from app.api.logsetup import LogFormat, LogLevel, configure_logging
+
+if TYPE_CHECKING:
+    from agent.cgroups import CgroupLayout
 
 #: Set in the environment once ``koord agent`` re-executed into ``python -m agent`` (never twice).
 LEAN_ENV = "KOORD_AGENT_LEAN"
@@ -29,6 +33,20 @@ def reexec_lean() -> None:
         os.execv(sys.executable, [sys.executable, "-P", "-m", "agent", *sys.argv[2:]])
     except OSError:
         return
+
+
+def warn_missing_kubepods(layout: CgroupLayout) -> bool:
+    """Log a warning when the kubepods cgroup of ``layout`` does not exist (a wrong ``--cgroup-root`` or
+    ``--kubepods``: no pod would ever be seen or managed); True when it does not."""
+    kubepods_dir = layout.dir_path("cpu", layout.kubepods)
+    if kubepods_dir.is_dir():
+        return False
+    logging.getLogger("agent").warning(
+        "kubepods cgroup %s does not exist: no pod usage is collected and no QoS is applied until it does "
+        "(check --cgroup-root and --kubepods: kubepods for cgroupfs, kubepods.slice for systemd)",
+        kubepods_dir,
+    )
+    return True
 
 
 def agent(
@@ -98,6 +116,7 @@ def agent(
     except (ValueError, CgroupPathError) as exc:
         fail(str(exc))
         return
+    warn_missing_kubepods(layout)
     states: StatesProvider
     writer: MetricWriter | None
     evictor: Evictor

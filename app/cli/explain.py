@@ -20,11 +20,9 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
+from app.api.manifests import SafeLoader
 from app.cli.output import add_columns, kube_table
 from app.cli.remote import fail
-
-#: PyYAML's C loader when built with libyaml (several times faster), else the pure-Python one.
-SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 #: Plugins shown in their own columns of the default table (column header by plugin name).
 OWN_COLUMNS = {"ElasticQuota": "quota", "Reservation": "reservation"}
