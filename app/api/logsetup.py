@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from enum import StrEnum
 from typing import Any
@@ -86,10 +87,28 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class StderrHandler(logging.StreamHandler):
+    """A stream handler writing to whatever ``sys.stderr`` is at the time of each record (as logging's own
+    last-resort handler), so a replaced stderr (tests, daemons) is followed, never a closed one kept."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure_logging(
     level: LogLevel | str = LogLevel.info, fmt: LogFormat | str = LogFormat.text, verbosity: int = 0
 ) -> int:
-    """Send every logger (uvicorn's too) to stderr in one format; returns the effective level.
+    """Send every logger (uvicorn's too) to stderr in one format; returns the effective level. Handlers others
+    installed on the root logger (e.g. pytest's capture) are kept; calling again replaces this one's.
 
     Args:
         level: ``--log-level``.
@@ -100,10 +119,10 @@ def configure_logging(
         ValueError: an unknown level or format (the CLI's choices normally catch these first).
     """
     effective = logging.DEBUG if verbosity >= DEBUG_VERBOSITY else logging.getLevelName(LogLevel(level).upper())
-    handler = logging.StreamHandler()
+    handler = StderrHandler()
     handler.setFormatter(JSONFormatter() if LogFormat(fmt) is LogFormat.json else TextFormatter())
     root = logging.getLogger()
-    for old in list(root.handlers):
+    for old in [h for h in root.handlers if isinstance(h, StderrHandler)]:  # ours from an earlier call only
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(effective)

@@ -261,6 +261,16 @@ class PodVerdictPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class FilterExplainer(Plugin, Protocol):
+    """A filter plugin that passes some nodes without judging them (e.g. DeviceShare on a node that reports no
+    Device); explain shows those as ``Skip`` with the reason, not as a pass that contradicts another plugin."""
+
+    def explain_unjudged(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> dict[int, str]:
+        """Positions of ``nodes`` this plugin lets through without a verdict of its own, with the reason."""
+        ...
+
+
+@runtime_checkable
 class ReservationPreBindPlugin(Plugin, Protocol):
     """Writes what its Reserve chose for a reserve pod onto the Reservation before it is marked Available
     (upstream ``frameworkext.ReservationPreBindPlugin``), e.g. DeviceShare's ``device-allocated``."""

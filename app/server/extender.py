@@ -21,7 +21,7 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch, PodVerdictPlugin, PreemptionPlugin
+from app.framework.interfaces import FilterExplainer, NodeBatch, PodVerdictPlugin, PreemptionPlugin
 from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import SUCCESS, Code, Status
@@ -375,6 +375,11 @@ class ExtenderService:
             }
         pre, pre_verdicts = self._explain_pre_filter(state, pod)
         per_plugin = self.framework.explain_filters(state, pod, batch) if pre.is_success() else {}
+        unjudged = {
+            p.name: p.explain_unjudged(state, pod, batch)
+            for p in self.framework.filter_plugins
+            if isinstance(p, FilterExplainer) and per_plugin.get(p.name) is not None
+        }
         scores = self._scores(state, pod, batch) if len(batch) else None
         ext = scores.extender_scores().tolist() if scores is not None else [0] * len(batch)
         totals = scores.total.tolist() if scores is not None else [0] * len(batch)
@@ -390,9 +395,12 @@ class ExtenderService:
                     verdicts[plugin.name] = {"status": "Skip", "reason": ""}
                     continue
                 failure = plugin_failures.get(i)
-                verdicts[plugin.name] = (
-                    _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
-                )
+                if failure is not None:
+                    verdicts[plugin.name] = _verdict(failure)
+                elif i in unjudged.get(plugin.name, {}):
+                    verdicts[plugin.name] = {"status": "Skip", "reason": unjudged[plugin.name][i]}
+                else:
+                    verdicts[plugin.name] = {"status": "Success", "reason": ""}
             kube = self._kube_scheduler_verdicts(pod, name)
             feasible = all(v["status"] in ("Success", "Skip") for v in [*verdicts.values(), *kube.values()])
             nodes[name] = {

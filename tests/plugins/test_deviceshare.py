@@ -570,3 +570,25 @@ def test_share_gpu_choice_counts_the_assumed_pods_cpu_once() -> None:
     strategy = {"type": "FragmentationAware", "resources": [{"name": RATIO, "weight": 1}]}
     cache, plugin = setup(objs, {"scoringStrategy": strategy, "fragmentationAware": {"workload": workload}})
     assert reserve(cache, plugin, pod("a", {"cpu": "4", CORE: "10", RATIO: "10"}), "n") == [1]
+
+
+def test_explain_never_passes_a_gpu_pod_another_plugin_finds_short(tmp_path: Path) -> None:
+    """A node without a Device: NodeResourcesFit finds nvidia.com/gpu short and DeviceShare says it did not
+    judge (Skip, with why) instead of "pass"; nodes with a Device keep DeviceShare's own verdict."""
+    from tests.conftest import filter_body
+
+    plain = node("plain", 0)
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump_all([node("g1", 2), device("g1", 2), node("g2", 1), device("g2", 1), plain])
+    )
+    with LiveServer(FileSource(tmp_path, poll_interval=0)) as srv:
+        body = filter_body(pod("p", {"nvidia.com/gpu": "2"}), ["g1", "g2", "plain"])
+        nodes = srv.client.post("/apis/v1/explain", json=body).json()["nodes"]
+    assert nodes["g1"]["filter"]["DeviceShare"]["status"] == "Success" and nodes["g1"]["feasible"]
+    assert nodes["g2"]["filter"]["DeviceShare"]["status"] == "Unschedulable"
+    verdicts = nodes["plain"]["filter"]
+    assert verdicts["NodeResourcesFit"] == {"status": "Unschedulable", "reason": "Insufficient nvidia.com/gpu"}
+    assert verdicts["DeviceShare"]["status"] == "Skip" and "no Device" in verdicts["DeviceShare"]["reason"]
+    for info in nodes.values():  # never one plugin short of GPUs while another passes
+        statuses = {v["status"] for name, v in info["filter"].items() if name in ("NodeResourcesFit", "DeviceShare")}
+        assert not ({"Success"} <= statuses and "Unschedulable" in statuses), info["filter"]

@@ -277,6 +277,14 @@ class DeviceShare(
                     failures[pos] = Status.unresolvable(reason)
         return failures
 
+    def explain_unjudged(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> dict[int, str]:
+        """For ``koord explain``: the nodes a GPU pod passes here only because they report no Device (no
+        koordlet, or no GPU): their GPUs, if any, are NodeResourcesFit's to count, not this plugin's."""
+        if self._request(state, pod) is None or len(nodes) == 0:
+            return {}
+        unknown = ~self.devices.table.has_device[nodes.rows]
+        return dict.fromkeys(np.flatnonzero(unknown).tolist(), "node reports no Device: GPUs not managed here")
+
     # ------------------------------------------------------------------ score
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
         """Skip pods without a valid GPU request, except that FragmentationAware scores pods asking
