@@ -126,6 +126,8 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(effective)
+    for name in ("httpx", "httpcore"):  # a line per API request: routine, shown from DEBUG on
+        logging.getLogger(name).setLevel(logging.NOTSET if effective <= logging.DEBUG else logging.WARNING)
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):  # uvicorn's own handlers would print its format
         logger = logging.getLogger(name)
         logger.handlers.clear()
