@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from agent.metrics import AgentMetrics
 from app.cache.snapshot import ClusterCache
 from app.manager.controllers import SLOControllers
-from app.server.metrics import ServiceMetrics
+from app.server.app import build_state
 from app.sources.files import FileSource
 
 MONITORING = Path(__file__).resolve().parents[1] / "manifests" / "monitoring"
@@ -36,7 +36,7 @@ def exported(registry: CollectorRegistry) -> set[str]:
 
 def all_exported(tmp_path: Path) -> set[str]:
     cache = ClusterCache()
-    names = exported(ServiceMetrics(cache, lambda: None).registry)
+    names = exported(build_state(FileSource(tmp_path)).metrics.registry)  # every default plugin's series too
     names |= exported(AgentMetrics().registry)
     manager = CollectorRegistry()
     SLOControllers(cache, FileSource(tmp_path), registry=manager)
@@ -63,7 +63,15 @@ def test_every_query_names_an_exported_metric(tmp_path: Path) -> None:
 
 def test_dashboard_has_the_panels_operators_asked_for() -> None:
     titles = " ".join(title.lower() for title, _ in queries())
-    for topic in ("latency", "errors", "node cpu usage", "be suppression", "evictions"):
+    for topic in (
+        "latency",
+        "errors",
+        "filter rejections",
+        "node cpu usage",
+        "elasticquota",
+        "be suppression",
+        "evictions",
+    ):
         assert topic in titles, topic
 
 

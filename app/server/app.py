@@ -106,8 +106,9 @@ def build_state(
     registry = registry or default_registry()
     handle = Handle(cache, client=source, synced=source.ready, leading=leading)
     framework = Framework(config or default_config(registry.names()), registry, handle)
-    metrics = ServiceMetrics(cache, lambda: source)
-    return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
+    extender = ExtenderService(cache, framework, source)
+    metrics = ServiceMetrics(cache, lambda: source, extender.rejections, framework.plugins)
+    return ServiceState(cache, framework, source, extender, metrics)
 
 
 def create_app(

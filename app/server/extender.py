@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -54,6 +55,8 @@ class ExtenderService:
         self.binding = BindingCycle(cache, framework)
         self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
         self._preemptions: set[asyncio.Task[None]] = set()
+        #: Nodes the filter verb rejected since start, by (plugin, status label): /metrics reads it.
+        self.rejections: Counter[tuple[str, str]] = Counter()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -147,6 +150,7 @@ class ExtenderService:
                 target = unresolvable if pre.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 for name in batch.names:
                     target[name] = pre.message
+                self.rejections[(pre.plugin, pre.code.label)] += len(batch)
                 if preempt and pre.code == Code.UNSCHEDULABLE and len(batch):
                     chosen = self.framework.run_post_filter(state, pod, args.Pod, pre, batch.names)
                     if chosen is not None:
@@ -162,6 +166,11 @@ class ExtenderService:
                     keep[list(failures)] = False
                     passing_pos = np.asarray(positions)[keep].tolist()
                 bnames = batch.names
+                # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
+                by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
+                for key, count in Counter(map(id, failures.values())).items():
+                    status = by_id[key]
+                    self.rejections[(status.plugin, status.code.label)] += count
                 for i, status in failures.items():
                     target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                     target[bnames[i]] = status.message

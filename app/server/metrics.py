@@ -8,7 +8,7 @@ and histogram and no dashboard reads them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -20,9 +20,11 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from app.cache.snapshot import ClusterCache
+from app.framework.interfaces import MetricsProvider
 from app.sources.base import Source
 from app.sources.files import FileSource
 
@@ -73,6 +75,27 @@ class _StateCollector(Collector):
             yield duplicates
 
 
+class _SchedulingCollector(Collector):
+    """Filter rejections by plugin and the plugins' own series (:class:`MetricsProvider`), read at scrape time."""
+
+    def __init__(self, rejections: Mapping[tuple[str, str], int], plugins: Sequence[object]) -> None:
+        self.rejections = rejections
+        self.plugins: list[MetricsProvider] = [p for p in plugins if isinstance(p, MetricsProvider)]
+
+    def collect(self) -> Iterator[Metric]:
+        rejected = CounterMetricFamily(
+            "koord_filter_rejections",
+            "Nodes the filter verb rejected since start, by plugin and status (Unschedulable, "
+            "UnschedulableAndUnresolvable).",
+            labels=["plugin", "status"],
+        )
+        for (name, status), count in sorted(self.rejections.items()):
+            rejected.add_metric([name, status], count)
+        yield rejected
+        for provider in self.plugins:
+            yield from provider.collect_metrics()
+
+
 class ServiceMetrics:
     """Per-verb request counters and latency histograms plus cache/source state.
 
@@ -84,7 +107,13 @@ class ServiceMetrics:
             calls, kept apart so they never count as scheduling traffic.
     """
 
-    def __init__(self, cache: ClusterCache, source: Callable[[], Source | None]) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        source: Callable[[], Source | None],
+        rejections: Mapping[tuple[str, str], int] | None = None,
+        plugins: Sequence[object] = (),
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "koord_extender_requests",
@@ -106,6 +135,7 @@ class ServiceMetrics:
             registry=self.registry,
         )
         self.registry.register(_StateCollector(cache, source))
+        self.registry.register(_SchedulingCollector(rejections if rejections is not None else {}, plugins))
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # process_*, python_*
             self.registry.register(collector)
 
