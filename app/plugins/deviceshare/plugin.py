@@ -35,11 +35,13 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from prometheus_client.core import GaugeMetricFamily
 
 from app.cache.podinfo import PodInfo
 from app.client.errors import ApiError, NotFound
@@ -557,6 +559,38 @@ class DeviceShare(
             raise
 
     # ------------------------------------------------------------------ REST
+    def collect_metrics(self) -> Iterable[GaugeMetricFamily]:
+        """GPU allocation per node with a Device, read at scrape time: ``koord_deviceshare_gpu_core_total`` and
+        ``_allocated`` (percent of one GPU, 100 per GPU), ``koord_deviceshare_gpus{state}`` (free: nothing
+        allocated, partial: shared, some left, full) where ``partial`` GPUs are the fragmentation a pod
+        asking whole GPUs cannot use."""
+        total = GaugeMetricFamily(
+            "koord_deviceshare_gpu_core_total", "GPU core of healthy GPUs (100 per GPU).", labels=["node"]
+        )
+        allocated = GaugeMetricFamily(
+            "koord_deviceshare_gpu_core_allocated", "GPU core allocated to pods.", labels=["node"]
+        )
+        gpus = GaugeMetricFamily(
+            "koord_deviceshare_gpus", "GPUs by allocation state (free, partial, full).", labels=["node", "state"]
+        )
+        core = n.RESOURCE_GPU_CORE
+        for name, nd in sorted(self.devices.nodes.items()):
+            if not nd.has_device:
+                continue
+            states = {"free": 0, "partial": 0, "full": 0}
+            node_total = node_used = 0
+            for minor in nd.gpus:
+                have = nd.total(minor).get(core, 0)
+                used = min(have, nd.used.get(minor, {}).get(core, 0))
+                node_total, node_used = node_total + have, node_used + used
+                if have > 0:
+                    states["free" if used == 0 else "full" if used >= have else "partial"] += 1
+            total.add_metric([name], node_total)
+            allocated.add_metric([name], node_used)
+            for state, count in states.items():
+                gpus.add_metric([name, state], count)
+        return [total, allocated, gpus]
+
     def routes(self) -> list[tuple[str, Any]]:
         """``GET /nodeDeviceSummaries`` and ``GET /nodeDeviceSummaries/{nodeName}``."""
         return [("/nodeDeviceSummaries", self.all_summaries), ("/nodeDeviceSummaries/{nodeName}", self.one_summary)]
