@@ -71,3 +71,12 @@ def test_quota_min_max_runtime_used(tmp_path: Path) -> None:
     assert values[("koord_elasticquota_max", "team-a", "memory")] == 64 * 2**30
     assert values[("koord_elasticquota_used", "team-a", "cpu")] == 3.0  # cores, not milli
     assert any(labels["quota"] == "team-a" for _, labels, _ in fams["koord_elasticquota_runtime"])
+
+
+def test_node_usage_against_the_threshold(example_server: LiveServer) -> None:
+    """The example's node-hot reports more cpu than LoadAware's 65 % threshold; node-idle less."""
+    fams = families(example_server)
+    usage = {(labels["node"], labels["resource"]): v for _, labels, v in fams["koord_loadaware_node_usage_percent"]}
+    threshold = {labels["resource"]: v for _, labels, v in fams["koord_loadaware_usage_threshold_percent"]}
+    assert threshold["cpu"] == 65.0
+    assert usage[("node-hot", "cpu")] > threshold["cpu"] > usage[("node-idle", "cpu")]
