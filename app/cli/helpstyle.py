@@ -7,6 +7,7 @@ command tree (every sub-command of every module), so no command has to set a ``m
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated, Any
 
 import typer
@@ -57,13 +58,15 @@ class KoordGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        name_values(self)
+        with contextlib.suppress(AttributeError):  # typer's internals moved: its own names beat no CLI at all
+            name_values(self)
 
     def get_params(self, ctx: Any) -> list[Any]:
         """The root's parameters, typer's completion options (added late) with their values named too."""
         params = super().get_params(ctx)
-        for param in params:
-            _name_value(param)
+        with contextlib.suppress(AttributeError):  # as in __init__
+            for param in params:
+                _name_value(param)
         return params
 
 
