@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
+
+if TYPE_CHECKING:
+    from agent.cgroups import CgroupLayout
 
 #: Set in the environment once ``koord agent`` re-executed into ``python -m agent`` (never twice).
 LEAN_ENV = "KOORD_AGENT_LEAN"
@@ -27,6 +33,20 @@ def reexec_lean() -> None:
         os.execv(sys.executable, [sys.executable, "-P", "-m", "agent", *sys.argv[2:]])
     except OSError:
         return
+
+
+def warn_missing_kubepods(layout: CgroupLayout) -> bool:
+    """Log a warning when the kubepods cgroup of ``layout`` does not exist (a wrong ``--cgroup-root`` or
+    ``--kubepods``: no pod would ever be seen or managed); True when it does not."""
+    kubepods_dir = layout.dir_path("cpu", layout.kubepods)
+    if kubepods_dir.is_dir():
+        return False
+    logging.getLogger("agent").warning(
+        "kubepods cgroup %s does not exist: no pod usage is collected and no QoS is applied until it does "
+        "(check --cgroup-root and --kubepods: kubepods for cgroupfs, kubepods.slice for systemd)",
+        kubepods_dir,
+    )
+    return True
 
 
 def agent(
@@ -65,11 +85,12 @@ def agent(
     dry_run: Annotated[
         bool, typer.Option(help="Plan and log every cgroup write and eviction; change nothing.")
     ] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
     reexec_lean()
-    import logging
     import signal
     import threading
 
@@ -77,10 +98,10 @@ def agent(
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
-    from agent.server import serve
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
+    from app.api.metricsserver import serve
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format, verbosity)
     err = typer.echo
 
     def fail(message: str) -> None:
@@ -95,6 +116,7 @@ def agent(
     except (ValueError, CgroupPathError) as exc:
         fail(str(exc))
         return
+    warn_missing_kubepods(layout)
     states: StatesProvider
     writer: MetricWriter | None
     evictor: Evictor

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -394,7 +394,9 @@ class Agent:
             return False
         self._report_at = now
         try:
-            self.writer.write(self.config.node_name, self.policy.spec(), status)
+            # the spec says the interval the agent really reports at (--report-interval overrides the NodeMetric's)
+            spec_policy = replace(self.policy, report_seconds=max(1, round(self.report_interval)))
+            self.writer.write(self.config.node_name, spec_policy.spec(), status)
         except ReportError as exc:
             log.warning("NodeMetric report failed: %s", exc)
             self.metrics.reports.labels(result="failed").inc()

@@ -94,6 +94,22 @@ def fake_nodes_cluster(tmp: Path) -> Path:
     return tmp
 
 
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Undo what a command run in-process (koord manager, scheduler, agent) did to logging: its handler
+    and levels would otherwise print into later tests' captured output."""
+    import logging
+
+    root = logging.getLogger()
+    names = ("httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access")
+    saved = (root.handlers[:], root.level, {n: logging.getLogger(n).level for n in names})
+    yield
+    root.handlers[:] = saved[0]
+    root.setLevel(saved[1])
+    for name, level in saved[2].items():
+        logging.getLogger(name).setLevel(level)
+
+
 @pytest.fixture
 def example_server(tmp_path: Path) -> Iterator[LiveServer]:
     """A live server on a copy of the example cluster."""

@@ -265,22 +265,56 @@ def certs(
         if not cn or "/" in cn or cn.startswith("."):
             typer.echo(f"error: --client-cn: {cn!r} cannot name a file", err=True)
             raise typer.Exit(2)
+    client = _webhook_client(kubeconfig, mutating_configuration, validating_configuration) if patch_webhooks else None
+    kept = (out_dir / "ca.crt").exists() and (out_dir / "ca.key").exists()
     try:
         ca_pem = write_certs(out_dir, service, namespace, ips, days, client_cn)
+        if kept:
+            typer.echo(f"kept the CA in {out_dir}/ca.crt and ca.key (remove both for a new CA)")
+        else:
+            typer.echo(f"wrote a new CA to {out_dir}/ca.crt and ca.key")
         typer.echo(f"wrote {out_dir}/tls.crt and tls.key for {', '.join(dns_names(service, namespace)[:3])}, ...")
         for cn in client_cn or []:
             typer.echo(f"wrote {out_dir}/{cn}.crt and {cn}.key (client certificate, CN={cn})")
-        if patch_webhooks:
-            from app.client.sync import Client
-
-            with Client.from_config(str(kubeconfig) if kubeconfig else None) as client:
+        if client is not None:
+            with client:
                 for line in patch_ca_bundles(client, ca_pem, mutating_configuration, validating_configuration):
                     typer.echo(f"patched caBundle of {line}")
     except CertError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
-    except Exception as exc:  # kubeconfig problems
-        if not patch_webhooks:
-            raise
-        typer.echo(f"error: cannot reach the API server: {exc}", err=True)
+    typer.echo("next: store the serving certificate where the service reads it:")
+    typer.echo(
+        f"  kubectl -n {namespace} create secret tls {service}-tls --cert={out_dir}/tls.crt --key={out_dir}/tls.key"
+    )
+    if not patch_webhooks:
+        typer.echo("  and trust the CA in the webhook configurations: rerun with --patch-webhooks")
+
+
+def _webhook_client(kubeconfig: Path | None, mutating: str, validating: str) -> Client:
+    """An API client that has read both webhook configurations: ``--patch-webhooks`` checks the cluster
+    before anything is written, so an unreachable API server or a missing configuration changes nothing.
+
+    Raises:
+        typer.Exit: no usable kubeconfig, no answer, or a configuration missing (code 1).
+    """
+    from app.client.errors import ApiError
+    from app.client.sync import Client
+
+    try:
+        client = Client.from_config(str(kubeconfig) if kubeconfig else None)
+    except Exception as exc:  # ConfigException, OSError: kubeconfig problems
+        typer.echo(f"error: cannot reach the API server: {exc}; nothing was written", err=True)
         raise typer.Exit(1) from None
+    for kind, name, plural in (
+        ("MutatingWebhookConfiguration", mutating, "mutatingwebhookconfigurations"),
+        ("ValidatingWebhookConfiguration", validating, "validatingwebhookconfigurations"),
+    ):
+        try:
+            client.get(f"{_WEBHOOK_CONFIGURATIONS}/{plural}/{name}")
+        except ApiError as exc:
+            client.close()
+            code = f"HTTP {exc.status}: " if exc.status else "cannot reach the API server: "
+            typer.echo(f"error: {kind} {name}: {code}{exc}; nothing was written", err=True)
+            raise typer.Exit(1) from None
+    return client

@@ -7,47 +7,22 @@ waiting with their time left), or the JSON answer with ``-o json``.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
-import httpx
-import orjson
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from app.cli.output import OutputOpt, add_columns, emit, kube_table
+from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, fail, request
+
 gang_app = typer.Typer(help="Inspect gangs (Coscheduling) on a running service.", no_args_is_help=True)
-console = Console()
-err_console = Console(stderr=True)
 PREFIX = "/apis/v1/plugins/Coscheduling"
 
-ServerOpt = Annotated[str, typer.Option(help="Base URL of the running service.")]
-OutputOpt = Annotated[str, typer.Option("-o", "--output", help="table or json.")]
-InsecureOpt = Annotated[bool, typer.Option(help="Skip TLS verification (self-signed dev certs).")]
 
-
-def _get(server: str, path: str, insecure: bool) -> Any:
-    """GET ``path`` on ``server`` and decode JSON; exits 1 on 404 and 2 on any other failure, with the reason."""
-    try:
-        resp = httpx.get(f"{server.rstrip('/')}{PREFIX}{path}", timeout=10.0, verify=not insecure)
-    except httpx.HTTPError as exc:
-        err_console.print(f"[bold red]error:[/] cannot reach {server}: {exc}")
-        raise typer.Exit(2) from None
-    if resp.status_code != 200:
-        try:
-            body = resp.json()
-        except ValueError:
-            body = {}
-        message = body.get("message", resp.text) if isinstance(body, dict) else resp.text
-        if resp.status_code == 404 and not (isinstance(body, dict) and "message" in body):
-            message = f"no {PREFIX} here: is the Coscheduling plugin enabled in the service's --config?"
-        err_console.print(f"[bold red]error:[/] {server} answered {resp.status_code}: {message}")
-        raise typer.Exit(1 if resp.status_code == 404 else 2)
-    return resp.json()
-
-
-def _dump(data: Any) -> None:
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+def _get(server: str, path: str, insecure: bool, ca: Any) -> Any:
+    """GET ``PREFIX + path``; exits 1 on 404 and 2 on any other failure, naming a disabled plugin."""
+    hint = f"no {PREFIX} here: is the Coscheduling plugin enabled in the service's --config?"
+    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca, not_found_hint=hint)
 
 
 def _wait(gang: dict[str, Any]) -> str:
@@ -55,18 +30,18 @@ def _wait(gang: dict[str, Any]) -> str:
     return f"{gang.get('waitTime', 0) / 1e9:g}s"
 
 
-def render_gangs(gangs: dict[str, Any]) -> Table:
-    """One row per gang: group, mode, policy, min, children, pending, waiting, bound, satisfied, wait."""
-    table = Table(title="Gangs")
-    cols = ["gang", "group", "mode", "policy", "min", "children", "pending", "waiting", "bound", "satisfied", "wait"]
-    for col in cols:
-        table.add_column(col, justify="right" if col in cols[4:9] else "left")
+def render_gangs(gangs: dict[str, Any], wide: bool = False) -> Table:
+    """One row per gang: min, children, pending, waiting, bound, satisfied, wait (``wide``: and group,
+    mode, policy)."""
+    table = kube_table()
+    counts = ["min", "children", "pending", "waiting", "bound"]
+    cols = ["gang", *(["group", "mode", "policy"] if wide else []), *counts, "satisfied", "wait"]
+    add_columns(table, *cols, right=tuple(counts))
     for gid, g in sorted(gangs.items()):
-        table.add_row(
-            gid if g.get("hasGangInit") else f"{gid} [red](not initialised)[/]",
-            ",".join(g.get("gangGroup") or []),
-            g.get("mode", ""),
-            g.get("gangMatchPolicy", ""),
+        row = [gid if g.get("hasGangInit") else f"{gid} [red](not initialised)[/]"]
+        if wide:
+            row += [",".join(g.get("gangGroup") or []), g.get("mode", ""), g.get("gangMatchPolicy", "")]
+        row += [
             str(g.get("minRequiredNumber", 0)),
             str(len(g.get("children") or {})),
             str(len(g.get("pendingChildren") or {})),
@@ -74,19 +49,20 @@ def render_gangs(gangs: dict[str, Any]) -> Table:
             str(len(g.get("boundChildren") or {})),
             "yes" if g.get("onceResourceSatisfied") else "no",
             _wait(g),
-        )
+        ]
+        table.add_row(*row)
     return table
 
 
-def render_gang(g: dict[str, Any]) -> Table:
+def render_gang(g: dict[str, Any], wide: bool = False) -> Table:
     """One gang: each member with its state, and for waiting ones the node and time left."""
     title = (
         f"Gang {g['name']} ({g.get('mode')}, {g.get('gangMatchPolicy')}, min {g.get('minRequiredNumber')}, "
         f"total {g.get('totalChildrenNum')}, wait {_wait(g)}, group {','.join(g.get('gangGroup') or [])})"
     )
-    table = Table(title=title)
-    for col in ("member", "state", "node", "waited", "time left"):
-        table.add_column(col, justify="right" if col in ("waited", "time left") else "left")
+    table = add_columns(
+        kube_table(title=title), "member", "state", "node", "waited", "time left", right=("waited", "time left")
+    )
     waiting = {w["pod"]: w for w in g.get("waitingPods") or []}
     states = [("bound", "boundChildren"), ("waiting", "waitingForBindChildren"), ("pending", "pendingChildren")]
     seen: set[str] = set()
@@ -109,24 +85,27 @@ def render_gang(g: dict[str, Any]) -> Table:
 
 @gang_app.command("list")
 def list_gangs(
-    server: ServerOpt = "http://127.0.0.1:9876", output: OutputOpt = "table", insecure: InsecureOpt = False
+    server: ServerOpt = DEFAULT_SERVER,
+    output: OutputOpt = None,
+    insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
-    """Every gang with its counts (children, pending, waiting, bound)."""
-    data = _get(server, "/gangs", insecure)
-    _dump(data) if output == "json" else console.print(render_gangs(data))
+    """Every gang with its counts (children, pending, waiting, bound); -o wide adds group, mode and policy."""
+    data = _get(server, "/gangs", insecure, certificate_authority)
+    emit(output, data, lambda wide: render_gangs(data, wide), lambda: [f"gang/{gid}" for gid in sorted(data)])
 
 
 @gang_app.command("show")
 def show(
     gang: Annotated[str, typer.Argument(help="NAMESPACE/NAME of the gang (a bare NAME means default/NAME).")],
-    server: ServerOpt = "http://127.0.0.1:9876",
-    output: OutputOpt = "table",
+    server: ServerOpt = DEFAULT_SERVER,
+    output: OutputOpt = None,
     insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
     """One gang in detail: every member's state, waiting members with their time left. Exits 1 when unknown."""
     namespace, _, name = gang.rpartition("/")
     if not name or "/" in namespace:
-        err_console.print(f"[bold red]error:[/] expected NAMESPACE/NAME, got {gang!r}")
-        raise typer.Exit(2)
-    data = _get(server, f"/gang/{namespace or 'default'}/{name}", insecure)
-    _dump(data) if output == "json" else console.print(render_gang(data))
+        fail(f"expected NAMESPACE/NAME, got {gang!r}")
+    data = _get(server, f"/gang/{namespace or 'default'}/{name}", insecure, certificate_authority)
+    emit(output, data, lambda wide: render_gang(data, wide), lambda: [f"gang/{data['name']}"])

@@ -2,7 +2,7 @@
 
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
-- ``koord explain --pod FILE``: ask a running service why a pod can or cannot go where.
+- ``koord explain pod NAME -n NS`` / ``--pod FILE``: ask a running service why a pod can or cannot go where.
 - ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``, ``koord gang``,
   ``koord reservation``: in their modules.
 """
@@ -12,24 +12,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
-import orjson
 import typer
-import yaml
 from rich.console import Console
-from rich.table import Table
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.cli.embedded import embedded_cluster_path
+from app.cli.helpstyle import KoordGroup, root_options
+from app.cli.output import OutputOpt, emit
+from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
 from app.framework.config import ConfigError, default_config, load_config
 from app.framework.duration import parse_duration
 from app.plugins.registry import default_registry
 from app.sources.base import Source
 
-cli = typer.Typer(help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True)
+cli = typer.Typer(
+    help="Koordinator-Py: QoS-aware colocation scheduling for Kubernetes.", no_args_is_help=True, cls=KoordGroup
+)
+cli.callback()(root_options)  # --version
 console = Console()
 err_console = Console(stderr=True)
 log = logging.getLogger("koord")
@@ -103,6 +105,24 @@ def _byte_count(flag: str, text: str) -> int:
     return int(value)
 
 
+def _fail_if_port_taken(host: str, port: int) -> None:
+    """Exit 2 at once when ``host:port`` cannot be bound (in use, or not an address of this host), as uvicorn
+    would only after the cluster is loaded. Bound as uvicorn binds (SO_REUSEADDR), then released."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        _fail(f"--host {host}: {exc.strerror}")
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            _fail(f"cannot listen on {host}:{port}: {exc.strerror} (is another koord scheduler running?)")
+
+
 @cli.command()
 def scheduler(
     cluster: Annotated[
@@ -127,7 +147,9 @@ def scheduler(
         typer.Option(help="Comma-separated certificate CNs allowed to call the webhooks (empty: any)."),
     ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
     max_request_body_bytes: Annotated[
         str,
         typer.Option(help="Refuse larger request bodies with 413 (bytes, or a quantity such as 256Mi)."),
@@ -152,13 +174,14 @@ def scheduler(
     ] = "all",
 ) -> None:
     """Serve the extender verbs (filter/prioritize/preempt/bind), webhooks, inspection API, health and metrics."""
+    _fail_if_port_taken(host, port)  # before loading the cluster: that can take a minute
     import uvicorn
 
     from app.server.app import ROLES, BackgroundTask, create_app, serves_extender
 
     if role not in ROLES:
         _fail(f"--role: unknown role {role!r}, expected one of {', '.join(ROLES)}")
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    effective_level = configure_logging(log_level, log_format, verbosity)
     try:
         ttl = parse_duration(assumed_pod_ttl)
     except ValueError as exc:
@@ -225,98 +248,52 @@ def scheduler(
         host=host,
         port=port,
         ssl_context_factory=(lambda _cfg, _default: reloader.context) if reloader is not None else None,
-        log_level=log_level.lower(),
-        access_log=False,
+        log_config=None,  # uvicorn's loggers keep configure_logging's format
+        log_level=effective_level,
+        access_log=effective_level <= logging.DEBUG,  # one line per request: debugging only
         http=TLSScopeProtocol,  # httptools, plus the client certificate in the ASGI TLS extension
         loop="uvloop",
     )
 
 
-def _load_pod(path: Path) -> dict[str, Any]:
-    try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (OSError, yaml.YAMLError) as exc:
-        _fail(f"{path}: {exc}")
-    if len(docs) != 1 or not isinstance(docs[0], dict) or docs[0].get("kind", "Pod") != "Pod":
-        _fail(f"{path}: expected exactly one Pod object")
-    pod: dict[str, Any] = docs[0]
-    return pod
-
-
-def render_explain(answer: dict[str, Any]) -> Table:
-    """A rich table of an explain answer: one row per node, best total first; per-pod verdicts
-    (``podVerdicts``, e.g. the gang of a Coscheduling member) as its caption."""
-    nodes: dict[str, Any] = answer.get("nodes", {})
-    plugins: list[str] = []
-    for info in nodes.values():
-        for name in [*info.get("filter", {}), *info.get("scores", {})]:
-            if name not in plugins:
-                plugins.append(name)
-    table = Table(title=f"Why pod {answer.get('pod', '?')} goes where")
-    table.add_column("node", style="bold")
-    table.add_column("feasible")
-    for name in plugins:
-        table.add_column(name)
-    table.add_column("total", justify="right")
-    table.add_column("extender score", justify="right")
-    ordered = sorted(nodes.items(), key=lambda kv: (not kv[1].get("feasible"), -kv[1].get("total", 0), kv[0]))
-    for node, info in ordered:
-        cells = []
-        for name in plugins:
-            verdict = info.get("filter", {}).get(name)
-            score = info.get("scores", {}).get(name)
-            parts = []
-            if verdict is not None:
-                ok = verdict["status"] == "Success"
-                parts.append("[green]pass[/]" if ok else f"[red]{verdict['reason'] or verdict['status']}[/]")
-            if score is not None:
-                parts.append(f"score {score}")
-            cells.append("\n".join(parts))
-        table.add_row(
-            node,
-            "[green]yes[/]" if info.get("feasible") else "[red]no[/]",
-            *cells,
-            str(info.get("total", 0)),
-            str(info.get("extenderScore", 0)),
-        )
-    verdicts = answer.get("podVerdicts") or {}
-    if verdicts:  # per-pod verdicts (e.g. Coscheduling's gang state) under the table
-        table.caption = "\n".join(
-            f"{plugin}: " + ", ".join(f"{k} {v}" for k, v in verdict.items() if v not in ("", None, []))
-            for plugin, verdict in sorted(verdicts.items())
-        )
-    return table
-
-
 @cli.command()
 def explain(
-    pod: Annotated[Path, typer.Option(help="The pod (YAML/JSON).", exists=True, dir_okay=False)],
-    server: Annotated[str, typer.Option(help="Base URL of the running service.")] = "http://127.0.0.1:9876",
+    kind: Annotated[str | None, typer.Argument(help="pod (as kubectl names it), with NAME.")] = None,
+    name: Annotated[str | None, typer.Argument(help="The pod's name, read from the cluster.")] = None,
+    namespace: Annotated[str, typer.Option("-n", "--namespace", help="The pod's namespace.")] = "default",
+    pod: Annotated[
+        str | None, typer.Option(metavar="FILE", help="The pod from a YAML/JSON file instead; - reads stdin.")
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="kubeconfig to read the pod with (default: as kubectl).")
+    ] = None,
+    context: Annotated[str | None, typer.Option(help="The kubeconfig context to use.")] = None,
+    server: ServerOpt = DEFAULT_SERVER,
     nodes: Annotated[str | None, typer.Option(help="Comma-separated node names (default: every node).")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
-    insecure: Annotated[bool, typer.Option(help="Skip TLS verification (self-signed dev certs).")] = False,
+    output: OutputOpt = None,
+    insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
-    """Why is my pod pending? Per node: each plugin's filter verdict and score, the total and the extender score."""
-    body: dict[str, Any] = {"Pod": _load_pod(pod), "Nodes": None, "NodeNames": None}
+    """Why is my pod pending? Per node: kube-scheduler's verdict, each plugin's, and the score.
+
+    koord explain pod NAME -n NAMESPACE | koord explain --pod FILE | koord explain --pod - < pod.yaml
+    """
+    from app.cli.explain import POD_KINDS, feasible_names, fetch_pod, read_pod_file, render_explain
+
+    if (kind is None) == (pod is None):
+        _fail("name the pod (koord explain pod NAME -n NAMESPACE) or give --pod FILE (- for stdin), one of them")
+    if pod is not None:
+        obj = read_pod_file(pod)
+    else:
+        if kind not in POD_KINDS or not name:
+            _fail(f"expected: koord explain pod NAME [-n NAMESPACE], got {' '.join(filter(None, [kind, name]))!r}")
+        assert name is not None
+        obj = fetch_pod(namespace, name, kubeconfig, context)
+    body: dict[str, Any] = {"Pod": obj, "Nodes": None, "NodeNames": None}
     if nodes:
         body["NodeNames"] = [n.strip() for n in nodes.split(",") if n.strip()]
-    try:
-        resp = httpx.post(
-            f"{server.rstrip('/')}/apis/v1/explain",
-            content=orjson.dumps(body),
-            headers={"Content-Type": "application/json"},
-            timeout=10.0,
-            verify=not insecure,
-        )
-    except httpx.HTTPError as exc:
-        _fail(f"cannot reach {server}: {exc}")
-    if resp.status_code != 200:
-        _fail(f"{server} answered {resp.status_code}: {resp.text}")
-    answer = resp.json()
-    if output == "json":
-        sys.stdout.write(orjson.dumps(answer, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        console.print(render_explain(answer))
+    answer = request("POST", server, "/apis/v1/explain", insecure=insecure, ca=certificate_authority, body=body)
+    emit(output, answer, lambda wide: render_explain(answer, wide), lambda: feasible_names(answer))
 
 
 def _register_subcommands() -> None:

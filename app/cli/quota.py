@@ -1,52 +1,34 @@
 """`koord quota list | tree | show NAME`: inspect ElasticQuotas on a running service.
 
 Reads ``/apis/v1/plugins/ElasticQuota/quotas``, ``/quota/{name}`` and ``/tree`` and renders rich
-tables and a tree (min / max / runtime / used per resource), or the JSON answer with ``-o json``.
+tables and a tree (min / max / runtime / used per resource), or the answer in any ``-o`` format
+(:mod:`app.cli.output`). Upstream's stand-in for "no limit" (``math.MaxInt64 / 5``, the default max of
+the default and system quotas) shows as ``unlimited``.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
-import httpx
-import orjson
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
+
+from app.api.quantity import INT64_MAX, QuantityError, parse
+from app.cli.output import OutputOpt, add_columns, emit, kube_table
+from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
 
 quota_app = typer.Typer(
     help="Inspect ElasticQuotas (min / max / runtime / used) on a running service.", no_args_is_help=True
 )
-console = Console()
-err_console = Console(stderr=True)
 PREFIX = "/apis/v1/plugins/ElasticQuota"
-
-ServerOpt = Annotated[str, typer.Option(help="Base URL of the running service.")]
-OutputOpt = Annotated[str, typer.Option("-o", "--output", help="table or json.")]
-InsecureOpt = Annotated[bool, typer.Option(help="Skip TLS verification (self-signed dev certs).")]
+#: At or above this (in base units: cores, bytes) a quantity is upstream's "no limit" (MaxInt64 / 5).
+UNLIMITED = INT64_MAX // 5
 
 
-def _get(server: str, path: str, insecure: bool) -> Any:
-    """GET ``path`` on ``server`` and decode JSON; exits 2 with the reason on any failure."""
-    try:
-        resp = httpx.get(f"{server.rstrip('/')}{PREFIX}{path}", timeout=10.0, verify=not insecure)
-    except httpx.HTTPError as exc:
-        err_console.print(f"[bold red]error:[/] cannot reach {server}: {exc}")
-        raise typer.Exit(2) from None
-    if resp.status_code != 200:
-        try:
-            message = resp.json().get("message", resp.text)
-        except ValueError:
-            message = resp.text
-        err_console.print(f"[bold red]error:[/] {server} answered {resp.status_code}: {message}")
-        raise typer.Exit(2 if resp.status_code != 404 else 1)
-    return resp.json()
-
-
-def _dump(data: Any) -> None:
-    sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
+def _get(server: str, path: str, insecure: bool, ca: Any) -> Any:
+    """GET ``PREFIX + path``; exits 1 on 404 and 2 on any other failure (:func:`app.cli.remote.request`)."""
+    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca)
 
 
 def _resources(*lists: dict[str, str]) -> list[str]:
@@ -56,28 +38,37 @@ def _resources(*lists: dict[str, str]) -> list[str]:
     return sorted(names)
 
 
+def quantity_cell(value: str | None) -> str:
+    """A quantity for a table: ``-`` when absent, ``unlimited`` for upstream's MaxInt64/5 stand-in (or
+    more), else as the service wrote it."""
+    if value is None:
+        return "-"
+    try:
+        return "unlimited" if parse(value) >= UNLIMITED else value
+    except QuantityError:
+        return value
+
+
 def _cell(rl: dict[str, str], res: str) -> str:
-    return (rl or {}).get(res, "-")
+    return quantity_cell((rl or {}).get(res))
 
 
-def render_quotas(quotas: dict[str, Any]) -> Table:
-    """One row per quota and resource: parent, min, max, runtime, used, request."""
-    table = Table(title="ElasticQuotas")
-    for col in ("quota", "parent", "resource", "min", "max", "runtime", "used", "request"):
-        table.add_column(col, justify="right" if col in ("min", "max", "runtime", "used", "request") else "left")
+def render_quotas(quotas: dict[str, Any], wide: bool = False) -> Table:
+    """One row per quota and resource: parent, min, max, runtime, used (``wide``: and request)."""
+    cols = ["quota", "parent", "resource", "min", "max", "runtime", "used"] + (["request"] if wide else [])
+    table = add_columns(kube_table(), *cols, right=("min", "max", "runtime", "used", "request"))
     for name, q in sorted(quotas.items()):
         keys = _resources(q.get("max", {}), q.get("used", {}), q.get("request", {}))
         for i, res in enumerate(keys or ["-"]):
-            table.add_row(
+            row = [
                 name if i == 0 else "",
                 q.get("parentName", "") if i == 0 else "",
                 res,
-                _cell(q.get("min", {}), res),
-                _cell(q.get("max", {}), res),
-                _cell(q.get("runtime", {}), res),
-                _cell(q.get("used", {}), res),
-                _cell(q.get("request", {}), res),
-            )
+                *(_cell(q.get(f, {}), res) for f in ("min", "max", "runtime", "used")),
+            ]
+            if wide:
+                row.append(_cell(q.get("request", {}), res))
+            table.add_row(*row)
     return table
 
 
@@ -108,13 +99,14 @@ def render_tree(data: dict[str, Any]) -> Tree:
     return tree
 
 
-def render_quota(q: dict[str, Any]) -> Table:
-    """One quota: every ResourceList field per resource, then its pods."""
-    table = Table(title=f"ElasticQuota {q['name']} (parent {q.get('parentName') or '-'})")
-    fields = ["min", "autoScaleMin", "max", "sharedWeight", "runtime", "request", "childRequest", "used"]
-    table.add_column("resource")
-    for f in fields:
-        table.add_column(f, justify="right")
+def render_quota(q: dict[str, Any], wide: bool = False) -> Table:
+    """One quota: min, max, runtime, request and used per resource (``wide``: every ResourceList field),
+    then its pods."""
+    table = kube_table(title=f"ElasticQuota {q['name']} (parent {q.get('parentName') or '-'})")
+    fields = ["min", "max", "runtime", "request", "used"]
+    if wide:
+        fields = ["min", "autoScaleMin", "max", "sharedWeight", "runtime", "request", "childRequest", "used"]
+    add_columns(table, "resource", *fields, right=tuple(fields))
     for res in _resources(*(q.get(f, {}) for f in fields)):
         table.add_row(res, *(_cell(q.get(f, {}), res) for f in fields))
     pods = q.get("podCache") or {}
@@ -125,31 +117,53 @@ def render_quota(q: dict[str, Any]) -> Table:
     return table
 
 
+def tree_names(data: dict[str, Any]) -> list[str]:
+    """``elasticquota/NAME`` of every quota in a ``/tree`` answer, depth first (orphans last)."""
+    names: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        names.append(f"elasticquota/{node['name']}")
+        for child in node.get("children", []):
+            walk(child)
+
+    walk(data["root"])
+    for orphan in data.get("orphans", []):
+        walk(orphan)
+    return names
+
+
 @quota_app.command("list")
 def list_quotas(
-    server: ServerOpt = "http://127.0.0.1:9876", output: OutputOpt = "table", insecure: InsecureOpt = False
+    server: ServerOpt = DEFAULT_SERVER,
+    output: OutputOpt = None,
+    insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
-    """Every quota with min / max / runtime / used / request per resource."""
-    data = _get(server, "/quotas", insecure)
-    _dump(data) if output == "json" else console.print(render_quotas(data))
+    """Every quota with min / max / runtime / used per resource (-o wide: and request)."""
+    data = _get(server, "/quotas", insecure, certificate_authority)
+    emit(output, data, lambda wide: render_quotas(data, wide), lambda: [f"elasticquota/{n}" for n in sorted(data)])
 
 
 @quota_app.command("tree")
 def tree(
-    server: ServerOpt = "http://127.0.0.1:9876", output: OutputOpt = "table", insecure: InsecureOpt = False
+    server: ServerOpt = DEFAULT_SERVER,
+    output: OutputOpt = None,
+    insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
     """The quota tree from the root."""
-    data = _get(server, "/tree", insecure)
-    _dump(data) if output == "json" else console.print(render_tree(data))
+    data = _get(server, "/tree", insecure, certificate_authority)
+    emit(output, data, lambda _wide: render_tree(data), lambda: tree_names(data))
 
 
 @quota_app.command("show")
 def show(
-    name: Annotated[str, typer.Argument(help="Quota name.")],
-    server: ServerOpt = "http://127.0.0.1:9876",
-    output: OutputOpt = "table",
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Quota name.")],
+    server: ServerOpt = DEFAULT_SERVER,
+    output: OutputOpt = None,
     insecure: InsecureOpt = False,
+    certificate_authority: CAOpt = None,
 ) -> None:
     """One quota in detail, with its pods. Exits 1 when the quota does not exist."""
-    data = _get(server, f"/quota/{name}", insecure)
-    _dump(data) if output == "json" else console.print(render_quota(data))
+    data = _get(server, f"/quota/{name}", insecure, certificate_authority)
+    emit(output, data, lambda wide: render_quota(data, wide), lambda: [f"elasticquota/{data['name']}"])

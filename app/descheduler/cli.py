@@ -29,6 +29,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.descheduler.config import ConfigError, DeschedulerConfig, load_config
 from app.framework.duration import parse_duration
 
@@ -219,14 +220,14 @@ def descheduler(
     ] = True,
     lease_name: Annotated[str, typer.Option(help="Name of the leader election Lease.")] = "koord-descheduler",
     lease_namespace: Annotated[str, typer.Option(help="Namespace of the Lease.")] = "koordinator-system",
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Run koord-descheduler (LowNodeLoad): one round without an interval, rounds forever with one."""
     if ctx.invoked_subcommand is not None:
         return
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    configure_logging(log_level, log_format, verbosity)
     if output not in ("table", "json"):
         typer.echo("error: -o must be table or json", err=True)
         raise typer.Exit(2)

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from app.api.manifests import SafeLoader
+
 
 class ConfigError(ValueError):
     """Invalid configuration; the message starts with the path of the offending field."""
@@ -138,7 +140,7 @@ def load_config(path: str | Path, known: list[str]) -> SchedulerConfig:
     except OSError as exc:
         raise ConfigError("", f"cannot read config file {path}: {exc.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=SafeLoader)
     except yaml.YAMLError as exc:
         raise ConfigError("", f"config file {path} is not valid YAML: {exc}") from None
     return parse_config(data, known)

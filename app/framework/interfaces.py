@@ -23,7 +23,7 @@ from PreScore its Score, from Bind it hands the binding to the next binder.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -34,6 +34,8 @@ from app.framework.cyclestate import CycleState
 from app.framework.status import Status
 
 if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
     from app.cache.podinfo import PodInfo
     from app.framework.preemption import Candidate
 
@@ -261,6 +263,16 @@ class PodVerdictPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class FilterExplainer(Plugin, Protocol):
+    """A filter plugin that passes some nodes without judging them (e.g. DeviceShare on a node that reports no
+    Device); explain shows those as ``Skip`` with the reason, not as a pass that contradicts another plugin."""
+
+    def explain_unjudged(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> dict[int, str]:
+        """Positions of ``nodes`` this plugin lets through without a verdict of its own, with the reason."""
+        ...
+
+
+@runtime_checkable
 class ReservationPreBindPlugin(Plugin, Protocol):
     """Writes what its Reserve chose for a reserve pod onto the Reservation before it is marked Available
     (upstream ``frameworkext.ReservationPreBindPlugin``), e.g. DeviceShare's ``device-allocated``."""
@@ -278,6 +290,16 @@ class ServiceProvider(Plugin, Protocol):
 
     def routes(self) -> list[Route]:
         """(path relative to the plugin prefix, async handler taking the path params as kwargs)."""
+        ...
+
+
+@runtime_checkable
+class MetricsProvider(Plugin, Protocol):
+    """A plugin with Prometheus series of its own state (e.g. ElasticQuota's min / max / runtime / used), read
+    at scrape time by the service's ``/metrics`` (nothing is counted on the scheduling path)."""
+
+    def collect_metrics(self) -> Iterable[Metric]:
+        """The plugin's metric families now (prometheus_client ``Metric`` objects, e.g. GaugeMetricFamily)."""
         ...
 
 

@@ -9,6 +9,9 @@ manager does, so a restart rejoins the election cleanly.
 
 ``--cluster PATH`` runs the controllers on cluster files instead (no election; the writes stay in
 memory), which is what the service does on its own in embedded mode.
+
+``/metrics`` (the controllers' series, process and Python metrics) and ``/healthz`` are served on
+``--port`` (8080) from the start, by every replica, leader or not.
 """
 
 from __future__ import annotations
@@ -22,10 +25,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    disable_created_metrics,
+)
 
+from app.api.logsetup import LogFormat, LogLevel, configure_logging
+from app.api.metricsserver import serve
 from app.sources.leaderelect import elect as _elect
 
 log = logging.getLogger("koord.manager")
+disable_created_metrics()  # no *_created series (they double every counter; no dashboard reads them)
 
 #: Kinds the controllers read (ConfigMaps only in koordinator-system).
 MANAGER_KINDS = ("Node", "Pod", "NodeMetric", "NodeSLO", "ConfigMap")
@@ -39,6 +52,7 @@ async def _run(
     lease_namespace: str,
     identity: str,
     durations: tuple[int, int, int],
+    registry: CollectorRegistry | None = None,
 ) -> int:
     from app.cache.snapshot import ClusterCache
     from app.manager.controllers import SLOControllers
@@ -55,7 +69,7 @@ async def _run(
             MANAGER_KINDS, kubeconfig=str(kubeconfig) if kubeconfig else None, in_cluster=in_cluster
         )
     cache = ClusterCache()
-    controllers = SLOControllers(cache, source)
+    controllers = SLOControllers(cache, source, registry=registry)
     await source.start(cache)
     started, stopped = threading.Event(), threading.Event()
     try:
@@ -102,14 +116,28 @@ def manager(
     lease_duration: Annotated[int, typer.Option(help="Seconds a lease is valid without renewal.")] = 15,
     renew_deadline: Annotated[int, typer.Option(help="Seconds the leader retries renewing before giving up.")] = 10,
     retry_period: Annotated[int, typer.Option(help="Seconds between election attempts.")] = 2,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    host: Annotated[str, typer.Option(help="Address for /metrics and /healthz.")] = "0.0.0.0",
+    port: Annotated[int, typer.Option(help="Port for /metrics and /healthz (0: do not serve).")] = 8080,
+    log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
+    log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
+    verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Run the NodeSLO and batch-resource controllers (koord-manager's slo-controller)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_level, log_format, verbosity)
     if not (lease_duration > renew_deadline > 1.2 * retry_period >= 1.2):
         typer.echo("error: need --lease-duration > --renew-deadline > 1.2 x --retry-period, all >= 1", err=True)
         raise typer.Exit(2)
     identity = os.environ.get("POD_NAME") or socket.gethostname()
+    registry = CollectorRegistry()
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
+    if port:
+        try:  # served from the start: a replica waiting for the Lease is alive too
+            server = serve(host, port, registry, lambda: True, thread_name="manager-http")
+        except OSError as exc:
+            typer.echo(f"error: cannot listen on {host}:{port} for /metrics and /healthz: {exc.strerror}", err=True)
+            raise typer.Exit(2) from None
+        log.info("serving /metrics and /healthz on %s:%d", host, server.server_address[1])
     try:
         code = asyncio.run(
             _run(
@@ -120,6 +148,7 @@ def manager(
                 lease_namespace,
                 f"{identity}_{os.getpid()}",
                 (lease_duration, renew_deadline, retry_period),
+                registry,
             )
         )
     except KeyboardInterrupt:

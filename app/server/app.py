@@ -106,8 +106,9 @@ def build_state(
     registry = registry or default_registry()
     handle = Handle(cache, client=source, synced=source.ready, leading=leading)
     framework = Framework(config or default_config(registry.names()), registry, handle)
-    metrics = ServiceMetrics(cache, lambda: source)
-    return ServiceState(cache, framework, source, ExtenderService(cache, framework, source), metrics)
+    extender = ExtenderService(cache, framework, source)
+    metrics = ServiceMetrics(cache, lambda: source, extender.rejections, framework.plugins)
+    return ServiceState(cache, framework, source, extender, metrics)
 
 
 def create_app(
@@ -234,7 +235,7 @@ async def _freeze_after_load(source: Source) -> None:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     release_free_heap()
-    log.info("initial load complete: %d objects moved to the permanent GC generation", gc.get_freeze_count())
+    log.debug("initial load complete: %d objects moved to the permanent GC generation", gc.get_freeze_count())
 
 
 def release_free_heap() -> bool:

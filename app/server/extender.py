@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -21,10 +22,11 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch, PodVerdictPlugin, PreemptionPlugin
+from app.framework.interfaces import FilterExplainer, NodeBatch, PodVerdictPlugin, PreemptionPlugin
 from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
-from app.framework.status import Code, Status
+from app.framework.status import SUCCESS, Code, Status
+from app.plugins.noderesources.fit import kube_scheduler_fit
 from app.server.wire import BadRequest
 from app.sources.base import Source
 
@@ -53,6 +55,8 @@ class ExtenderService:
         self.binding = BindingCycle(cache, framework)
         self._recent: LRUCache[str, tuple[PodInfo, dict[str, Any]]] = LRUCache(maxsize=4096)
         self._preemptions: set[asyncio.Task[None]] = set()
+        #: Nodes the filter verb rejected since start, by (plugin, status label): /metrics reads it.
+        self.rejections: Counter[tuple[str, str]] = Counter()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -146,6 +150,7 @@ class ExtenderService:
                 target = unresolvable if pre.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                 for name in batch.names:
                     target[name] = pre.message
+                self.rejections[(pre.plugin, pre.code.label)] += len(batch)
                 if preempt and pre.code == Code.UNSCHEDULABLE and len(batch):
                     chosen = self.framework.run_post_filter(state, pod, args.Pod, pre, batch.names)
                     if chosen is not None:
@@ -161,6 +166,11 @@ class ExtenderService:
                     keep[list(failures)] = False
                     passing_pos = np.asarray(positions)[keep].tolist()
                 bnames = batch.names
+                # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
+                by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
+                for key, count in Counter(map(id, failures.values())).items():
+                    status = by_id[key]
+                    self.rejections[(status.plugin, status.code.label)] += count
                 for i, status in failures.items():
                     target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
                     target[bnames[i]] = status.message
@@ -315,10 +325,47 @@ class ExtenderService:
         return {"Error": outcome.error}
 
     # ------------------------------------------------------------------ explain
+    def _kube_scheduler_verdicts(self, pod: PodInfo, name: str) -> dict[str, dict[str, str]]:
+        """kube-scheduler's own filter verdicts the extender can compute (``NodeResourcesFit`` on cpu, memory,
+        ephemeral-storage, hugepages and the pod count), by plugin name, as ``{"status", "reason"}``."""
+        node = self.cache.nodes[name]
+        requested, pods = node.requested, len(node.pods)
+        if pod.uid in node.pods:  # already there (bound or assumed): judge it as if it were not
+            requested = {k: v - pod.requests.get(k, 0) for k, v in requested.items()}
+            pods -= 1
+        status = kube_scheduler_fit(pod, node.allocatable, requested, pods)
+        verdict = {"status": "Success", "reason": ""} if status.is_success() else _verdict(status)
+        return {"NodeResourcesFit": verdict}
+
+    def _explain_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[Status, dict[str, dict[str, str]]]:
+        """Every PreFilter's verdict by plugin name (``Success``, ``Skip`` or the failure), and the first failure
+        as :meth:`~app.framework.runtime.Framework.run_pre_filter` answers it (SUCCESS when none failed).
+        Unlike a scheduling cycle every plugin is asked, so a failing gang does not hide the quota's verdict."""
+        first = SUCCESS
+        verdicts: dict[str, dict[str, str]] = {}
+        for plugin in self.framework.pre_filter_plugins:
+            status = plugin.pre_filter(state, pod)
+            if status.is_success():
+                verdicts[plugin.name] = {"status": "Success", "reason": ""}
+            elif status.is_skip():
+                state.skip_filter.add(plugin.name)
+                verdicts[plugin.name] = {"status": "Skip", "reason": ""}
+            else:
+                verdicts[plugin.name] = _verdict(status)
+                if first.is_success():
+                    first = status.with_plugin(plugin.name)
+        return first, verdicts
+
     def explain(self, args: ExtenderArgs) -> dict[str, Any]:
-        """Why each node passes or fails, and how it scores (see the README's explain section); plugins with a
-        verdict on the pod as a whole (:class:`~app.framework.interfaces.PodVerdictPlugin`) add it under
-        ``podVerdicts`` by plugin name."""
+        """Why each node passes or fails, and how it scores (see the README's explain section).
+
+        Per node: ``kubeScheduler`` holds kube-scheduler's own verdicts computed as it would
+        (:func:`~app.plugins.noderesources.fit.kube_scheduler_fit`: cpu, memory, ... are checked by
+        kube-scheduler before it calls the extender), ``filter`` each plugin's, ``feasible`` all of them;
+        ``scores``, ``total`` and ``extenderScore`` only for feasible nodes (``{}`` / ``None`` otherwise, as
+        kube-scheduler scores only those). ``preFilter`` holds every PreFilter plugin's verdict on the pod (quota,
+        gang, reservation). Plugins with a verdict on the pod as a whole
+        (:class:`~app.framework.interfaces.PodVerdictPlugin`) add it under ``podVerdicts`` by plugin name."""
         names = self.candidate_names(args)
         if args.NodeNames is None and args.Nodes is None:
             names = sorted(self.cache.nodes)  # no candidates given: explain every node
@@ -329,13 +376,19 @@ class ExtenderService:
         for pos in missing:
             nodes[names[pos]] = {
                 "feasible": False,
+                "kubeScheduler": {},
                 "filter": {"Snapshot": {"status": "Unschedulable", "reason": REASON_NODE_NOT_FOUND}},
                 "scores": {},
-                "total": 0,
-                "extenderScore": 0,
+                "total": None,
+                "extenderScore": None,
             }
-        pre = self.framework.run_pre_filter(state, pod)
+        pre, pre_verdicts = self._explain_pre_filter(state, pod)
         per_plugin = self.framework.explain_filters(state, pod, batch) if pre.is_success() else {}
+        unjudged = {
+            p.name: p.explain_unjudged(state, pod, batch)
+            for p in self.framework.filter_plugins
+            if isinstance(p, FilterExplainer) and per_plugin.get(p.name) is not None
+        }
         scores = self._scores(state, pod, batch) if len(batch) else None
         ext = scores.extender_scores().tolist() if scores is not None else [0] * len(batch)
         totals = scores.total.tolist() if scores is not None else [0] * len(batch)
@@ -351,18 +404,25 @@ class ExtenderService:
                     verdicts[plugin.name] = {"status": "Skip", "reason": ""}
                     continue
                 failure = plugin_failures.get(i)
-                verdicts[plugin.name] = (
-                    _verdict(failure) if failure is not None else {"status": "Success", "reason": ""}
-                )
+                if failure is not None:
+                    verdicts[plugin.name] = _verdict(failure)
+                elif i in unjudged.get(plugin.name, {}):
+                    verdicts[plugin.name] = {"status": "Skip", "reason": unjudged[plugin.name][i]}
+                else:
+                    verdicts[plugin.name] = {"status": "Success", "reason": ""}
+            kube = self._kube_scheduler_verdicts(pod, name)
+            feasible = all(v["status"] in ("Success", "Skip") for v in [*verdicts.values(), *kube.values()])
             nodes[name] = {
-                "feasible": all(v["status"] in ("Success", "Skip") for v in verdicts.values()),
+                "feasible": feasible,
+                "kubeScheduler": kube,
                 "filter": verdicts,
-                "scores": {p: int(s[i]) for p, s in scores.per_plugin.items()} if scores is not None else {},
-                "total": int(totals[i]),
-                "extenderScore": int(ext[i]),
+                # kube-scheduler scores only the nodes that passed every filter: an infeasible node gets none
+                "scores": {p: int(s[i]) for p, s in scores.per_plugin.items()} if scores and feasible else {},
+                "total": int(totals[i]) if feasible else None,
+                "extenderScore": int(ext[i]) if feasible else None,
             }
         ordered = {names[p]: nodes[names[p]] for p in sorted(set(positions) | set(missing))}
-        answer: dict[str, Any] = {"pod": pod.key, "nodes": ordered}
+        answer: dict[str, Any] = {"pod": pod.key, "preFilter": pre_verdicts, "nodes": ordered}
         verdicts = {
             p.name: verdict
             for p in self.framework.plugins

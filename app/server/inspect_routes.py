@@ -9,7 +9,6 @@ Errors answer ``{"message": ...}`` as upstream does.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request, Response
@@ -104,13 +103,12 @@ async def list_plugins(request: Request) -> Response:
 @router.post("/explain")
 async def explain(request: Request) -> Response:
     """Same body as ``/filter``; answers per node the filter verdict of every plugin and the scores."""
-    start = time.perf_counter()
     state: ServiceState = request.app.state.service
     try:
         response = json_response(state.extender.explain(decode(await request.body(), ExtenderArgs)))
     except (BadRequest, PodError) as exc:
         response = error_response(str(exc), 400)
-    state.metrics.observe("explain", response.status_code, time.perf_counter() - start)
+    state.metrics.observe_inspection("explain", response.status_code)
     return response
 
 

@@ -1,16 +1,34 @@
-"""Prometheus metrics of the service, on a registry owned by one app instance."""
+"""Prometheus metrics of the service, on a registry owned by one app instance.
+
+Besides the service's own series the registry carries prometheus_client's process (``process_*``),
+Python platform (``python_info``) and GC (``python_gc_*``) collectors. ``*_created`` series are not
+exposed (:func:`prometheus_client.disable_created_metrics`, process-wide): they double every counter
+and histogram and no dashboard reads them.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from app.cache.snapshot import ClusterCache
+from app.framework.interfaces import MetricsProvider
 from app.sources.base import Source
 from app.sources.files import FileSource
+
+disable_created_metrics()
 
 #: Buckets for extender latency, in seconds (0.1 ms .. 1 s).
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
@@ -57,20 +75,49 @@ class _StateCollector(Collector):
             yield duplicates
 
 
+class _SchedulingCollector(Collector):
+    """Filter rejections by plugin and the plugins' own series (:class:`MetricsProvider`), read at scrape time."""
+
+    def __init__(self, rejections: Mapping[tuple[str, str], int], plugins: Sequence[object]) -> None:
+        self.rejections = rejections
+        self.plugins: list[MetricsProvider] = [p for p in plugins if isinstance(p, MetricsProvider)]
+
+    def collect(self) -> Iterator[Metric]:
+        rejected = CounterMetricFamily(
+            "koord_filter_rejections",
+            "Nodes the filter verb rejected since start, by plugin and status (Unschedulable, "
+            "UnschedulableAndUnresolvable).",
+            labels=["plugin", "status"],
+        )
+        for (name, status), count in sorted(self.rejections.items()):
+            rejected.add_metric([name, status], count)
+        yield rejected
+        for provider in self.plugins:
+            yield from provider.collect_metrics()
+
+
 class ServiceMetrics:
     """Per-verb request counters and latency histograms plus cache/source state.
 
     Attributes:
         registry: the CollectorRegistry served at ``/metrics``.
-        requests: ``koord_extender_requests_total{verb, code}``.
+        requests: ``koord_extender_requests_total{verb, code}``: extender verbs and webhooks.
         latency: ``koord_extender_request_duration_seconds{verb}``.
+        inspections: ``koord_inspection_requests_total{call, code}``: ``koord explain`` and other inspection
+            calls, kept apart so they never count as scheduling traffic.
     """
 
-    def __init__(self, cache: ClusterCache, source: Callable[[], Source | None]) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        source: Callable[[], Source | None],
+        rejections: Mapping[tuple[str, str], int] | None = None,
+        plugins: Sequence[object] = (),
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "koord_extender_requests",
-            "Extender and inspection requests by verb and HTTP status.",
+            "Extender verb and webhook requests by verb and HTTP status.",
             ["verb", "code"],
             registry=self.registry,
         )
@@ -81,9 +128,22 @@ class ServiceMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.inspections = Counter(
+            "koord_inspection_requests",
+            "Inspection requests (explain) by call and HTTP status; not extender verbs.",
+            ["call", "code"],
+            registry=self.registry,
+        )
         self.registry.register(_StateCollector(cache, source))
+        self.registry.register(_SchedulingCollector(rejections if rejections is not None else {}, plugins))
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # process_*, python_*
+            self.registry.register(collector)
 
     def observe(self, verb: str, code: int, seconds: float) -> None:
-        """Record one request."""
+        """Record one extender verb or webhook request (``seconds``: time to answer)."""
         self.requests.labels(verb, str(code)).inc()
         self.latency.labels(verb).observe(seconds)
+
+    def observe_inspection(self, call: str, code: int) -> None:
+        """Record one inspection request (e.g. ``explain``)."""
+        self.inspections.labels(call, str(code)).inc()

@@ -100,7 +100,7 @@ class CertReloader:
             return False
         self._stamps = stamps
         self.reloads += 1
-        log.info("serving certificate reloaded from %s", self.cert_file)
+        log.debug("serving certificate reloaded from %s", self.cert_file)
         return True
 
     async def watch(self) -> None:

@@ -408,3 +408,16 @@ def test_a_refused_nodeslo_keeps_the_last_good_one_in_force(cgtree: CgroupTree, 
     th = agent.slo.resource_used_threshold_with_be
     assert th is not None and th.cpu_suppress_threshold_percent == 60
     assert registry.get_sample_value("koordlet_nodeslo_invalid") == 0
+
+
+def test_nodemetric_spec_says_the_report_interval_in_use(cgtree: CgroupTree, cluster: Path, tmp_path: Path) -> None:
+    """--report-interval overrides the NodeMetric's interval: the spec the agent writes says so (1 s here,
+    not the 60 s default), as the reports really come every second."""
+    write_cluster(cluster, node(), node_slo(cpuSuppressPolicy="cfsQuota"))
+    agent = make_agent(cgtree, cluster, tmp_path)
+    for _ in range(3):
+        agent.tick()
+        time.sleep(0.3)
+    assert agent.report(time.time(), force=True)
+    metric = load_objects(tmp_path / "metrics")["NodeMetric"][NODE]
+    assert metric["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] == 1

@@ -530,7 +530,8 @@ def test_embedded_agent_imports_neither_kubernetes_nor_numpy() -> None:
     import sys
 
     code = (
-        "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.server, agent.states.providers\n"
+        "import sys, agent.cli, agent.daemon, agent.reporter, agent.evictor, agent.states.providers\n"
+        "import app.api.metricsserver\n"
         "print(sorted(m for m in ('kubernetes', 'numpy', 'httpx') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -676,3 +677,17 @@ def test_file_states_keep_the_nodes_pods_when_their_file_is_caught_empty(tmp_pat
     assert states.files.empty_reads == 1
     path.write_text(json.dumps({"kind": "List", "items": []}))
     assert states.refresh() and states.pods == []
+
+
+def test_a_missing_kubepods_cgroup_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from agent.cgroups import CgroupLayout
+    from agent.cli import warn_missing_kubepods
+
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")  # a v2 root
+    with caplog.at_level("WARNING", logger="agent"):
+        assert warn_missing_kubepods(CgroupLayout.detect(tmp_path, "kubepods.slice")) is True
+    assert "kubepods cgroup" in caplog.text and "does not exist" in caplog.text and "--kubepods" in caplog.text
+    (tmp_path / "kubepods.slice").mkdir()
+    caplog.clear()
+    assert warn_missing_kubepods(CgroupLayout.detect(tmp_path, "kubepods.slice")) is False
+    assert caplog.text == ""

@@ -176,4 +176,21 @@ def test_patch_webhooks_writes_the_ca_into_every_webhook(tmp_path: Path) -> None
     finally:
         fake.close()
     down = CliRunner().invoke(cli, [*args, "--mutating-configuration", "m"])
-    assert down.exit_code == 1 and "ConnectError" in down.output
+    assert down.exit_code == 1 and "nothing was written" in down.output
+    # unreachable: checked before anything is written
+    fresh = tmp_path / "fresh"
+    down = CliRunner().invoke(cli, ["certs", "--out-dir", str(fresh), "--patch-webhooks", "--kubeconfig", kubeconfig])
+    assert down.exit_code == 1 and "cannot reach the API server" in down.output and "nothing was written" in down.output
+    assert not fresh.exists()
+
+
+def test_certs_says_whether_the_ca_is_kept_and_what_comes_next(tmp_path: Path) -> None:
+    out = tmp_path / "certs"
+    first = CliRunner().invoke(cli, ["certs", "--out-dir", str(out), "--namespace", "ns1"])
+    assert first.exit_code == 0, first.output
+    assert f"wrote a new CA to {out}/ca.crt" in first.output
+    assert f"kubectl -n ns1 create secret tls koord-webhooks-tls --cert={out}/tls.crt --key={out}/tls.key" in (
+        first.output
+    )
+    again = CliRunner().invoke(cli, ["certs", "--out-dir", str(out)])
+    assert again.exit_code == 0 and f"kept the CA in {out}/ca.crt" in again.output

@@ -30,6 +30,9 @@ def test_gang_list_and_show(server: LiveServer) -> None:
     runner = CliRunner(env={"COLUMNS": "240"})
     r = runner.invoke(cli, ["gang", "list", "--server", server.url])
     assert r.exit_code == 0, r.output
+    assert "default/train" in r.output and "once-satisfied" not in r.output  # policy: -o wide only
+    r = runner.invoke(cli, ["gang", "list", "--server", server.url, "-o", "wide"])
+    assert r.exit_code == 0, r.output
     assert "default/train" in r.output and "once-satisfied" in r.output and "Strict" in r.output
     r = runner.invoke(cli, ["gang", "list", "--server", server.url, "-o", "json"])
     assert r.exit_code == 0

@@ -35,7 +35,7 @@ def test_list_tree_show(server: LiveServer) -> None:
     runner = CliRunner()
     r = runner.invoke(cli, ["quota", "list", "--server", server.url])
     assert r.exit_code == 0, r.output
-    assert "team-a" in r.output and "dept" in r.output and "runtime" in r.output
+    assert "team-a" in r.output and "dept" in r.output and "RUNTIME" in r.output
     r = runner.invoke(cli, ["quota", "tree", "--server", server.url])
     assert r.exit_code == 0, r.output
     assert "koordinator-root-quota" in r.output and "team-a" in r.output

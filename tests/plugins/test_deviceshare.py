@@ -570,3 +570,49 @@ def test_share_gpu_choice_counts_the_assumed_pods_cpu_once() -> None:
     strategy = {"type": "FragmentationAware", "resources": [{"name": RATIO, "weight": 1}]}
     cache, plugin = setup(objs, {"scoringStrategy": strategy, "fragmentationAware": {"workload": workload}})
     assert reserve(cache, plugin, pod("a", {"cpu": "4", CORE: "10", RATIO: "10"}), "n") == [1]
+
+
+def test_explain_never_passes_a_gpu_pod_another_plugin_finds_short(tmp_path: Path) -> None:
+    """A node without a Device: NodeResourcesFit finds nvidia.com/gpu short and DeviceShare says it did not
+    judge (Skip, with why) instead of "pass"; nodes with a Device keep DeviceShare's own verdict."""
+    from tests.conftest import filter_body
+
+    plain = node("plain", 0)
+    (tmp_path / "c.yaml").write_text(
+        yaml.safe_dump_all([node("g1", 2), device("g1", 2), node("g2", 1), device("g2", 1), plain])
+    )
+    with LiveServer(FileSource(tmp_path, poll_interval=0)) as srv:
+        body = filter_body(pod("p", {"nvidia.com/gpu": "2"}), ["g1", "g2", "plain"])
+        nodes = srv.client.post("/apis/v1/explain", json=body).json()["nodes"]
+    assert nodes["g1"]["filter"]["DeviceShare"]["status"] == "Success" and nodes["g1"]["feasible"]
+    assert nodes["g2"]["filter"]["DeviceShare"]["status"] == "Unschedulable"
+    verdicts = nodes["plain"]["filter"]
+    assert verdicts["NodeResourcesFit"] == {"status": "Unschedulable", "reason": "Insufficient nvidia.com/gpu"}
+    assert verdicts["DeviceShare"]["status"] == "Skip" and "no Device" in verdicts["DeviceShare"]["reason"]
+    for info in nodes.values():  # never one plugin short of GPUs while another passes
+        statuses = {v["status"] for name, v in info["filter"].items() if name in ("NodeResourcesFit", "DeviceShare")}
+        assert not ({"Success"} <= statuses and "Unschedulable" in statuses), info["filter"]
+
+
+def test_gpu_allocation_metrics_on_metrics(tmp_path: Path) -> None:
+    """/metrics: gpu-core total and allocated per node and GPUs free / partial / full (partial: fragmentation)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    half = {ANN: format_allocations([GPUAllocation(0, {CORE: 70, RATIO: 70})])}
+    whole = {ANN: format_allocations([GPUAllocation(1, {CORE: 100, RATIO: 100})])}
+    objs = [node("n-half", 3), device("n-half", 3), node("n-nodev", 2)]
+    objs += [pod("user", {CORE: "70", RATIO: "70"}, "n-half", half), pod("big", {CORE: "100"}, "n-half", whole)]
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump_all(objs))
+    with LiveServer(FileSource(tmp_path, poll_interval=0)) as srv:
+        text = srv.client.get("/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        if f.name.startswith("koord_deviceshare")
+        for s in f.samples
+    }
+    assert samples[("koord_deviceshare_gpu_core_total", (("node", "n-half"),))] == 300
+    assert samples[("koord_deviceshare_gpu_core_allocated", (("node", "n-half"),))] == 170
+    states = {dict(k[1])["state"]: v for k, v in samples.items() if k[0] == "koord_deviceshare_gpus"}
+    assert states == {"free": 1, "partial": 1, "full": 1}
+    assert not any(dict(k[1]).get("node") == "n-nodev" for k in samples)  # no Device: not DeviceShare's

@@ -167,11 +167,29 @@ def test_explain_answers_per_plugin(example_server: LiveServer) -> None:
         "reason": "node(s) cpu usage exceed threshold",
     }
     assert hot["filter"]["NodeResourcesFit"] == {"status": "Success", "reason": ""}
-    assert 0 <= hot["scores"]["LoadAwareScheduling"] <= 100
-    assert hot["extenderScore"] == hot["total"] * 10 // 100
-    assert nodes["node-idle"]["feasible"] is True
+    assert hot["kubeScheduler"] == {"NodeResourcesFit": {"status": "Success", "reason": ""}}
+    # kube-scheduler scores feasible nodes only
+    assert hot["scores"] == {} and hot["total"] is None and hot["extenderScore"] is None
+    idle = nodes["node-idle"]
+    assert idle["feasible"] is True
+    assert 0 <= idle["scores"]["LoadAwareScheduling"] <= 100
+    assert idle["extenderScore"] == idle["total"] * 10 // 100
     assert nodes["ghost"]["filter"]["Snapshot"]["reason"] == "node not found"
     assert example_server.client.post("/apis/v1/explain", content=b"nope").status_code == 400
+
+
+def test_explain_shows_kube_schedulers_own_verdict(example_server: LiveServer) -> None:
+    """cpu and memory are kube-scheduler's to check: a 200-cpu pod is not "feasible" on a 16-cpu node."""
+    pod = wire("filter.json")["Pod"]
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "200", "memory": "1Gi"}}
+    r = example_server.client.post("/apis/v1/explain", json=filter_body(pod, ["node-idle", "node-nokoordlet"]))
+    assert r.status_code == 200
+    for node in r.json()["nodes"].values():
+        assert node["kubeScheduler"]["NodeResourcesFit"] == {"status": "Unschedulable", "reason": "Insufficient cpu"}
+        assert node["feasible"] is False and node["total"] is None and node["scores"] == {}
+    pod["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "63Gi"}}
+    idle = example_server.client.post("/apis/v1/explain", json=filter_body(pod, ["node-idle"])).json()["nodes"]
+    assert idle["node-idle"]["kubeScheduler"]["NodeResourcesFit"]["reason"] == "Insufficient memory"
 
 
 def test_inspection_health_and_metrics(example_server: LiveServer) -> None:

@@ -35,11 +35,13 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from prometheus_client.core import GaugeMetricFamily
 
 from app.cache.podinfo import PodInfo
 from app.client.errors import ApiError, NotFound
@@ -276,6 +278,14 @@ class DeviceShare(
                     reason = f'model "{model}" of vendor "{vendor}" does not support GPU Share'
                     failures[pos] = Status.unresolvable(reason)
         return failures
+
+    def explain_unjudged(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> dict[int, str]:
+        """For ``koord explain``: the nodes a GPU pod passes here only because they report no Device (no
+        koordlet, or no GPU): their GPUs, if any, are NodeResourcesFit's to count, not this plugin's."""
+        if self._request(state, pod) is None or len(nodes) == 0:
+            return {}
+        unknown = ~self.devices.table.has_device[nodes.rows]
+        return dict.fromkeys(np.flatnonzero(unknown).tolist(), "node reports no Device: GPUs not managed here")
 
     # ------------------------------------------------------------------ score
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
@@ -549,6 +559,38 @@ class DeviceShare(
             raise
 
     # ------------------------------------------------------------------ REST
+    def collect_metrics(self) -> Iterable[GaugeMetricFamily]:
+        """GPU allocation per node with a Device, read at scrape time: ``koord_deviceshare_gpu_core_total`` and
+        ``_allocated`` (percent of one GPU, 100 per GPU), ``koord_deviceshare_gpus{state}`` (free: nothing
+        allocated, partial: shared, some left, full) where ``partial`` GPUs are the fragmentation a pod
+        asking whole GPUs cannot use."""
+        total = GaugeMetricFamily(
+            "koord_deviceshare_gpu_core_total", "GPU core of healthy GPUs (100 per GPU).", labels=["node"]
+        )
+        allocated = GaugeMetricFamily(
+            "koord_deviceshare_gpu_core_allocated", "GPU core allocated to pods.", labels=["node"]
+        )
+        gpus = GaugeMetricFamily(
+            "koord_deviceshare_gpus", "GPUs by allocation state (free, partial, full).", labels=["node", "state"]
+        )
+        core = n.RESOURCE_GPU_CORE
+        for name, nd in sorted(self.devices.nodes.items()):
+            if not nd.has_device:
+                continue
+            states = {"free": 0, "partial": 0, "full": 0}
+            node_total = node_used = 0
+            for minor in nd.gpus:
+                have = nd.total(minor).get(core, 0)
+                used = min(have, nd.used.get(minor, {}).get(core, 0))
+                node_total, node_used = node_total + have, node_used + used
+                if have > 0:
+                    states["free" if used == 0 else "full" if used >= have else "partial"] += 1
+            total.add_metric([name], node_total)
+            allocated.add_metric([name], node_used)
+            for state, count in states.items():
+                gpus.add_metric([name, state], count)
+        return [total, allocated, gpus]
+
     def routes(self) -> list[tuple[str, Any]]:
         """``GET /nodeDeviceSummaries`` and ``GET /nodeDeviceSummaries/{nodeName}``."""
         return [("/nodeDeviceSummaries", self.all_summaries), ("/nodeDeviceSummaries/{nodeName}", self.one_summary)]

@@ -32,9 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from prometheus_client.core import GaugeMetricFamily
+
 from app.api import elasticquota as n
+from app.api.quantity import format_resource, parse
 from app.api.timeparse import format_time
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
@@ -407,6 +411,24 @@ class ElasticQuota(
             ("/tree", self._get_tree),
             ("/evictions", self._get_evictions),
         ]
+
+    def collect_metrics(self) -> Iterable[GaugeMetricFamily]:
+        """``koord_elasticquota_{min,max,runtime,used}{quota, resource}`` of every quota but the root, runtimes
+        refreshed (cpu in cores, memory in bytes, others in their units)."""
+        self.manager.refresh_all()
+        families = {
+            f: GaugeMetricFamily(
+                f"koord_elasticquota_{f}", f"ElasticQuota {f} by quota and resource.", labels=["quota", "resource"]
+            )
+            for f in ("min", "max", "runtime", "used")
+        }
+        for name, info in sorted(self.manager.quotas.items()):
+            if name == n.ROOT_QUOTA_NAME:
+                continue
+            for field_name, family in families.items():
+                for resource, value in sorted(getattr(info, field_name).items()):
+                    family.add_metric([name, resource], float(parse(format_resource(resource, value))))
+        return list(families.values())
 
     async def _get_quotas(self) -> dict[str, Any]:
         """Every quota's summary (upstream ``GET /quotas``), by name."""

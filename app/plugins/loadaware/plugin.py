@@ -17,10 +17,12 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
+from prometheus_client.core import GaugeMetricFamily
 
 from app.api.koordext import PriorityClass
 from app.api.quantity import format_resource_list
@@ -322,6 +324,34 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         return np.where(valid, score, 0).astype(np.int64)
 
     # ------------------------------------------------------------------ REST
+    def collect_metrics(self) -> Iterable[GaugeMetricFamily]:
+        """Node usage against the thresholds, read at scrape time: ``koord_loadaware_node_usage_percent{node,
+        resource}`` (the NodeMetric's nodeUsage over allocatable, nodes with a NodeMetric only) and the cluster-wide
+        ``koord_loadaware_usage_threshold_percent{resource}`` of the args (per-node custom thresholds excluded)."""
+        usage = GaugeMetricFamily(
+            "koord_loadaware_node_usage_percent",
+            "Node usage reported by the NodeMetric, percent of allocatable.",
+            labels=["node", "resource"],
+        )
+        names = self.vec.names
+        snapshot = self.handle.snapshot
+        for node_name, load in sorted(self.loads.items()):
+            node = snapshot.node(node_name)
+            if load.metric is None or load.metric.node_usage is None or node is None:
+                continue
+            for resource, used in zip(names, load.metric.node_usage, strict=True):
+                allocatable = node.allocatable.get(resource, 0)
+                if allocatable > 0:
+                    usage.add_metric([node_name, resource], 100.0 * used / allocatable)
+        thresholds = GaugeMetricFamily(
+            "koord_loadaware_usage_threshold_percent",
+            "LoadAwareScheduling's cluster-wide usage threshold (filter), percent.",
+            labels=["resource"],
+        )
+        for resource, percent in sorted(self.args.usage_thresholds.items()):
+            thresholds.add_metric([resource], percent)
+        return [usage, thresholds]
+
     def routes(self) -> list[tuple[str, Any]]:
         """``GET node/{nodeName}``: the node's assign-cache view, as upstream's ``NodeAssignInfoData``."""
         return [("/node/{nodeName}", self.node_info)]

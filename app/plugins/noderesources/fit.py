@@ -90,3 +90,30 @@ def new_node_resources_fit(args: dict[str, Any], handle: Handle) -> NodeResource
     if args:
         raise ArgsError(sorted(args)[0], "unknown field (NodeResourcesFit takes no args)")
     return NodeResourcesFit(handle)
+
+
+def kube_scheduler_fit(pod: PodInfo, allocatable: dict[str, int], requested: dict[str, int], pods: int) -> Status:
+    """kube-scheduler's own NodeResourcesFit verdict (pkg/scheduler/framework/plugins/noderesources/fit.go,
+    ``fitsRequest``) on what it checks before calling the extender: the pod count, cpu, memory,
+    ephemeral-storage and ``hugepages-*``. For ``koord explain`` only: the extender never answers for it.
+
+    Args:
+        pod: the pod (requests: cpu in milli, others in base units).
+        allocatable: the node's allocatable, same units; ``pods`` is the pod capacity.
+        requested: summed requests of the pods already on the node (the pod itself excluded).
+        pods: how many pods are on the node (the pod itself excluded).
+
+    Returns:
+        Success, or Unschedulable with ``Too many pods`` / ``Insufficient <resource>`` reasons in
+        upstream's order (pod count, cpu, memory, ephemeral-storage, then the rest by name).
+    """
+    reasons: list[str] = []
+    if pods + 1 > allocatable.get("pods", 0):
+        reasons.append("Too many pods")
+    order = ["cpu", "memory", "ephemeral-storage"]
+    order += sorted(n for n in pod.requests if n.startswith("hugepages-"))
+    for name in order:
+        wanted = pod.requests.get(name, 0)
+        if wanted > 0 and wanted > allocatable.get(name, 0) - requested.get(name, 0):
+            reasons.append(f"Insufficient {name}")
+    return Status.unschedulable(*reasons) if reasons else Status()

@@ -1,4 +1,8 @@
-"""``/metrics`` (Prometheus text) and ``/healthz`` on the agent's port, with the standard library's HTTP server."""
+"""``/metrics`` (Prometheus text) and ``/healthz`` on a port of its own, with the standard library's HTTP server.
+
+Used by the agent and ``koord manager`` (the service answers both through FastAPI). Here, in the lowest
+layer, because the agent may import ``app.api`` only.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-log = logging.getLogger("agent.server")
+log = logging.getLogger(__name__)
 
 
-def serve(host: str, port: int, registry: CollectorRegistry, healthy: Callable[[], bool]) -> ThreadingHTTPServer:
+def serve(
+    host: str,
+    port: int,
+    registry: CollectorRegistry,
+    healthy: Callable[[], bool],
+    *,
+    unhealthy: str = "collection stalled",
+    thread_name: str = "agent-http",
+) -> ThreadingHTTPServer:
     """Start serving in a daemon thread and return the server (``shutdown()`` stops it).
 
-    ``GET /metrics``: the registry; ``GET /healthz``: 200 ``ok`` while ``healthy()``, else 503; other paths 404.
+    ``GET /metrics``: the registry; ``GET /healthz``: 200 ``ok`` while ``healthy()``, else 503 with
+    ``unhealthy`` as the body; other paths 404.
 
     Raises:
         OSError: the port cannot be bound.
@@ -28,7 +41,7 @@ def serve(host: str, port: int, registry: CollectorRegistry, healthy: Callable[[
                 body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
             elif path == "/healthz":
                 ok = healthy()
-                body, ctype, code = (b"ok" if ok else b"collection stalled"), "text/plain", 200 if ok else 503
+                body, ctype, code = (b"ok" if ok else unhealthy.encode()), "text/plain", 200 if ok else 503
             else:
                 body, ctype, code = b"not found", "text/plain", 404
             self.send_response(code)
@@ -42,5 +55,5 @@ def serve(host: str, port: int, registry: CollectorRegistry, healthy: Callable[[
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="agent-http", daemon=True).start()
+    threading.Thread(target=server.serve_forever, name=thread_name, daemon=True).start()
     return server

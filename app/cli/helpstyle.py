@@ -1,0 +1,95 @@
+"""``koord --help`` without Python type names: option values are named as click and kubectl's help
+name them (``TEXT``, ``INTEGER``, ``FILE``, ...), flags show no value at all.
+
+:class:`KoordGroup` is the root command's class; it renames once, when typer has built the whole
+command tree (every sub-command of every module), so no command has to set a ``metavar`` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperArgument, TyperGroup, TyperOption
+
+_NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "NUMBER"}
+
+
+def _metavar(param: TyperOption | TyperArgument) -> str:
+    """The value's name in help: ``[a|b]`` for a choice, ``FILE`` / ``DIR`` / ``PATH`` for paths,
+    ``TEXT``, ``INTEGER`` or ``NUMBER`` for plain values."""
+    desc = param.type_descriptor
+    if desc.choices is not None:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
+    if desc.is_path or desc.is_file:
+        return desc.path_type.upper()
+    annotation = desc.annotation
+    return _NAMES.get(annotation, getattr(annotation, "__name__", "VALUE").upper())
+
+
+def _name_value(param: Any) -> None:
+    """Name ``param``'s value in help (flags: no name), keeping a name it chose itself (``metavar``).
+
+    ``param`` is a parameter of typer's (vendored) click: a TyperOption, TyperArgument or click Option.
+    """
+    if isinstance(param, TyperArgument) and param.metavar is None:
+        param.metavar = (param.name or "value").upper()  # GANG, not {gang}
+    elif param.metavar is not None:
+        return
+    if getattr(param, "is_flag", False) or not isinstance(param, TyperOption | TyperArgument):
+        label = None
+    else:
+        label = _metavar(param)
+    # typer renders the value column by this method; an instance attribute shadows it for this param only
+    param.display_type_rich = lambda ctx, label=label: label
+
+
+def name_values(command: Any) -> None:
+    """:func:`_name_value` on every parameter of ``command`` and its sub-commands (help option included)."""
+    for param in command.get_params(typer.Context(command)):
+        _name_value(param)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        name_values(sub)
+
+
+class KoordGroup(TyperGroup):
+    """The ``koord`` group: as typer's, with value names fixed by :func:`name_values` on the whole tree."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        with contextlib.suppress(AttributeError):  # typer's internals moved: its own names beat no CLI at all
+            name_values(self)
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        """The root's parameters, typer's completion options (added late) with their values named too."""
+        params = super().get_params(ctx)
+        with contextlib.suppress(AttributeError):  # as in __init__
+            for param in params:
+                _name_value(param)
+        return params
+
+
+def package_version() -> str:
+    """The installed ``koordinator-py`` version, ``unknown`` when run from a tree that is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("koordinator-py")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"koord {package_version()}")
+        raise typer.Exit()
+
+
+def root_options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version of koord and exit."),
+    ] = False,
+) -> None:
+    """Koordinator-Py: QoS-aware colocation scheduling for Kubernetes."""
