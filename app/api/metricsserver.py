@@ -1,14 +1,14 @@
 """``/metrics`` (Prometheus text) and ``/healthz`` on a port of its own, with the standard library's HTTP server.
 
-Used by the agent and ``koord manager`` (the service answers both through FastAPI). Here, in the lowest
-layer, because the agent may import ``app.api`` only.
+Used by the agent, ``koord manager`` and ``koord descheduler`` (which adds ``/explain``); the service
+answers both through FastAPI. Here, in the lowest layer, because the agent may import ``app.api`` only.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,11 +24,13 @@ def serve(
     *,
     unhealthy: str = "collection stalled",
     thread_name: str = "agent-http",
+    extra: Mapping[str, Callable[[], tuple[int, str, bytes]]] | None = None,
 ) -> ThreadingHTTPServer:
     """Start serving in a daemon thread and return the server (``shutdown()`` stops it).
 
     ``GET /metrics``: the registry; ``GET /healthz``: 200 ``ok`` while ``healthy()``, else 503 with
-    ``unhealthy`` as the body; other paths 404.
+    ``unhealthy`` as the body; ``GET <path>`` of ``extra``: what its handler returns as
+    ``(status, content type, body)``; other paths 404.
 
     Raises:
         OSError: the port cannot be bound.
@@ -42,6 +44,8 @@ def serve(
             elif path == "/healthz":
                 ok = healthy()
                 body, ctype, code = (b"ok" if ok else unhealthy.encode()), "text/plain", 200 if ok else 503
+            elif extra is not None and path in extra:
+                code, ctype, body = extra[path]()
             else:
                 body, ctype, code = b"not found", "text/plain", 404
             self.send_response(code)

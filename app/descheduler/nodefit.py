@@ -7,25 +7,9 @@ usage so that later candidates see it, exactly as upstream (the addition is neve
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.api.nodeaffinity import required_affinity_matches
+from app.api.tolerations import untolerated_taint
 from app.descheduler.model import NodeView, PodView
-
-
-def _tolerates(tolerations: list[Any], taint: dict[str, Any]) -> bool:
-    for tol in tolerations:
-        if not isinstance(tol, dict):
-            continue
-        if tol.get("effect") and tol.get("effect") != taint.get("effect"):
-            continue
-        if tol.get("key") and tol.get("key") != taint.get("key"):
-            continue
-        if not tol.get("key") and tol.get("operator") != "Exists":
-            continue
-        if tol.get("operator") == "Exists" or tol.get("value", "") == taint.get("value", ""):
-            return True
-    return False
 
 
 def node_fit(pod: PodView, node: NodeView) -> str | None:
@@ -35,10 +19,9 @@ def node_fit(pod: PodView, node: NodeView) -> str | None:
     spec = pod.obj.get("spec") or {}
     if not required_affinity_matches(spec, node.labels, node.name):
         return f"pod does not match node {node.name}'s labels (nodeSelector/affinity)"
-    tolerations = spec.get("tolerations") or []
-    for taint in node.taints:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
-            return f"pod does not tolerate taint {taint.get('key')} of node {node.name}"
+    taint = untolerated_taint(node.taints, spec.get("tolerations") or [])
+    if taint is not None:
+        return f"pod does not tolerate taint {taint.get('key')} of node {node.name}"
     for r, want in pod.info.requests.items():
         if want <= 0:
             continue

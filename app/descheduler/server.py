@@ -1,17 +1,16 @@
-"""``/metrics``, ``/healthz`` and ``/explain`` on the descheduler's own port (standard library HTTP server)."""
+"""``/metrics``, ``/healthz`` and ``/explain`` on the descheduler's own port: the components' small
+server (:func:`app.api.metricsserver.serve`) with the last round's report added."""
 
 from __future__ import annotations
 
-import logging
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 
-log = logging.getLogger("koord.descheduler")
+from app.api.metricsserver import serve as serve_metrics
 
 
 def serve(
@@ -30,32 +29,18 @@ def serve(
         OSError: the port cannot be bound.
     """
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            if path == "/metrics":
-                body, ctype, code = generate_latest(registry), CONTENT_TYPE_LATEST, 200
-            elif path == "/healthz":
-                ok = healthy()
-                body, ctype, code = (b"ok" if ok else b"not leading or not synced"), "text/plain", 200 if ok else 503
-            elif path == "/explain":
-                report = last_round()
-                if report is None:
-                    body, ctype, code = b'{"error": "no round has run yet"}', "application/json", 404
-                else:
-                    body, ctype, code = orjson.dumps(report), "application/json", 200
-            else:
-                body, ctype, code = b"not found", "text/plain", 404
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def explain() -> tuple[int, str, bytes]:
+        report = last_round()
+        if report is None:
+            return 404, "application/json", b'{"error": "no round has run yet"}'
+        return 200, "application/json", orjson.dumps(report)
 
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug(format, *args)
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="descheduler-http", daemon=True).start()
-    return server
+    return serve_metrics(
+        host,
+        port,
+        registry,
+        healthy,
+        unhealthy="not leading or not synced",
+        thread_name="descheduler-http",
+        extra={"/explain": explain},
+    )

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.api.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 from app.cache.podinfo import PodInfo
 from app.plugins.reservation import names as n
 from app.plugins.reservation.affinity import ReservationAffinity, exact_match, parse_affinity, parse_exact_match
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.owners import matches_owners
 from app.plugins.reservation.store import ReservationStore
-from app.plugins.reservation.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from app.api.nodeaffinity import required_affinity_matches
+from app.api.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 from app.framework.cyclestate import CycleState
 from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
@@ -36,7 +37,6 @@ from app.framework.runtime import Framework, ScoreError
 from app.plugins.reservation import names as n
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.store import ReservationStore
-from app.plugins.reservation.tolerations import UNSCHEDULABLE_TAINT, tolerates, untolerated_taint
 
 
 @dataclass(frozen=True, slots=True)

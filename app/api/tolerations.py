@@ -1,6 +1,7 @@
 """Taints and tolerations as ``k8s.io/api/core/v1`` helpers evaluate them (``ToleratesTaint``,
-``FindMatchingUntoleratedTaint`` over NoSchedule/NoExecute taints), for reserve pods on nodes and for
-owner pods on reservations (``spec.taints`` against the reservation affinity's ``tolerations``)."""
+``FindMatchingUntoleratedTaint`` over NoSchedule/NoExecute taints): reserve pods on nodes and owner pods
+on reservations (``spec.taints`` against the reservation affinity's ``tolerations``), and the
+descheduler's nodeFit of an evicted pod on a target node."""
 
 from __future__ import annotations
 
