@@ -121,7 +121,15 @@ def sim(
     """
     require_sim_extra()
     import orjson
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from app.framework.config import ConfigError
     from app.plugins.registry import default_registry
@@ -183,6 +191,8 @@ def sim(
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
         console=console,
         disable=quiet,
     ) as progress:

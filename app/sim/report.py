@@ -96,8 +96,7 @@ def json_records(results: list[SimResult]) -> list[dict[str, Any]]:
 
 
 def plot(results: list[SimResult], path: Path, published: Published | None, workload: str) -> None:
-    """PNG of allocation ratio against arrived workload, one line per policy (mean over seeds),
-    with the published mean of the matching policies dashed.
+    """PNG of one pod list's runs (see :func:`plot_workloads`).
 
     Raises:
         OSError: the file cannot be written.
@@ -105,9 +104,22 @@ def plot(results: list[SimResult], path: Path, published: Published | None, work
     plot_workloads([(workload, results, published)], path)
 
 
+#: Where the policies differ: the arrived-workload range the zoomed panel shows (percent).
+ZOOM = (80, 130)
+
+#: Line styles of the published curves, one per reference policy of a policy (ours is solid).
+_PUBLISHED_STYLES = ("--", "-.", ":")
+
+
 def plot_workloads(groups: list[tuple[str, list[SimResult], Published | None]], path: Path) -> None:
-    """One PNG with a panel per (workload, its results, its published figures), as :func:`plot` draws
-    one (a sweep over several pod lists); panels in rows of at most three.
+    """One PNG with a row of three panels per (pod list, its results, its published figures):
+
+    - GPU allocation ratio against arrived workload over the whole run, one solid line per policy (mean
+      over seeds), each published reference curve of that policy in the same colour with its own dash
+      style, and the labelled ``y = x`` line (every arrived GPU allocated);
+    - the same over :data:`ZOOM` (80-130 % arrived), where the policies differ, with its own y range;
+    - the fragmentation ratio at :data:`~app.sim.run.FRAGMENTATION_POINTS` as bars per policy, the
+      published means beside ours (hatched).
 
     Raises:
         OSError: the file cannot be written.
@@ -117,32 +129,92 @@ def plot_workloads(groups: list[tuple[str, list[SimResult], Published | None]], 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cols = min(3, max(1, len(groups)))
-    rows = -(-len(groups) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(8 * cols if cols == 1 else 6 * cols, 5 * rows), squeeze=False)
-    for ax, (workload, results, published) in zip(axes.flat, groups, strict=False):
-        _draw(ax, results, published, workload)
-    for ax in list(axes.flat)[len(groups) :]:
-        ax.set_visible(False)
+    fig, axes = plt.subplots(len(groups), 3, figsize=(18, 5 * len(groups)), squeeze=False)
+    for row, (workload, results, published) in zip(axes, groups, strict=True):
+        colors = _draw_allocation(row[0], results, published, workload, None)
+        _draw_allocation(row[1], results, published, workload, ZOOM)
+        _draw_fragmentation(row[2], results, published, workload, colors)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def _draw(ax: Any, results: list[SimResult], published: Published | None, workload: str) -> None:
+def _draw_allocation(
+    ax: Any, results: list[SimResult], published: Published | None, workload: str, zoom: tuple[int, int] | None
+) -> dict[str, Any]:
+    """Allocation curves on ``ax`` (x limited to ``zoom`` when given); the colour of each policy."""
+    colors: dict[str, Any] = {}
+    low, high = zoom if zoom is not None else (0, None)
+    seen: list[float] = []
     for policy, runs in by_policy(results).items():
         n = min(len(r.curve) for r in runs)
         if n == 0:
             continue
         mean = [statistics.fmean(r.curve[i] for r in runs) for i in range(n)]
-        (line,) = ax.plot(range(n), mean, label=policy)
-        for ref in PUBLISHED.get(policy, ()) if published is not None else ():
+        (line,) = ax.plot(range(n), mean, "-", linewidth=1.8, label=f"{policy} (koord sim)")
+        colors[policy] = line.get_color()
+        seen += mean[low:high]
+        refs = PUBLISHED.get(policy, ()) if published is not None else ()
+        for ref, style in zip(refs, _PUBLISHED_STYLES, strict=False):
             curve = published.mean_curve(workload, ref) if published is not None else []
             if curve:
-                ax.plot(range(len(curve)), curve, "--", color=line.get_color(), alpha=0.6, label=f"{ref} (published)")
+                ax.plot(
+                    range(len(curve)),
+                    curve,
+                    style,
+                    color=line.get_color(),
+                    linewidth=1.2,
+                    label=f"{policy}: published {ref.split('-', 1)[-1]}",
+                )
+                seen += curve[low:high]
     ax.plot([0, 100], [0, 100], ":", color="grey", linewidth=0.8)
+    if zoom is None:
+        ax.annotate(
+            "y = x (all arrived GPUs allocated)",
+            xy=(60, 60),
+            xytext=(8, 78),
+            fontsize=8,
+            color="grey",
+            arrowprops={"arrowstyle": "->", "color": "grey"},
+        )
+        ax.set_title(f"koord sim: {workload}")
+    else:
+        ax.set_xlim(*zoom)
+        if seen:
+            ax.set_ylim(max(0.0, min(seen) - 2), min(100.0, max(seen) + 2) + 0.5)
+        ax.set_title(f"{workload}: {zoom[0]}-{zoom[1]} % arrived, where the policies differ")
     ax.set_xlabel("arrived workload (% of GPU capacity)")
     ax.set_ylabel("GPU allocation ratio (%)")
-    ax.set_title(f"koord sim: {workload}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left" if zoom is None else "lower right")
+    return colors
+
+
+def _draw_fragmentation(
+    ax: Any, results: list[SimResult], published: Published | None, workload: str, colors: dict[str, Any]
+) -> None:
+    """Fragmentation ratio bars per policy at each fragmentation point, published means hatched beside."""
+    policies = list(by_policy(results).items())
+    points = list(FRAGMENTATION_POINTS)
+    width = 0.8 / max(1, 2 * len(policies))
+    for i, (policy, runs) in enumerate(policies):
+        ours = [_mean([r.frag.get(p) for r in runs]) for p in points]
+        xs = [k + (2 * i) * width for k in range(len(points))]
+        ax.bar(xs, [v or 0.0 for v in ours], width, color=colors.get(policy), label=f"{policy} (koord sim)")
+        refs = PUBLISHED.get(policy, ()) if published is not None else ()
+        theirs = [published.mean("frag_ratio", workload, refs[0], p) if published and refs else None for p in points]
+        if any(v is not None for v in theirs):
+            ax.bar(
+                [x + width for x in xs],
+                [v or 0.0 for v in theirs],
+                width,
+                color=colors.get(policy),
+                alpha=0.45,
+                hatch="//",
+                label=f"{policy}: published {refs[0].split('-', 1)[-1]}",
+            )
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(points))], [f"{p} % arrived" for p in points])
+    ax.set_ylabel("GPU fragmentation ratio (%)")
+    ax.set_title(f"{workload}: fragmentation")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
