@@ -133,6 +133,9 @@ def test_manager_deployment() -> None:
     assert {e["name"] for e in c["env"]} >= {"POD_NAME"}
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
+    port = int(c["args"][c["args"].index("--port") + 1])
+    assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
 
 
 @pytest.fixture(scope="module")

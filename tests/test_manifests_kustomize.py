@@ -264,7 +264,7 @@ def test_pdbs_network_policies_and_anti_affinity_only_in_production(overlay: tup
     # The extender is on loopback; the pod only opens kube-scheduler's secure port.
     assert open_ports("koord-scheduler") == [10259]
     assert open_ports("koord-webhooks") == [PORT]
-    assert open_ports("koord-manager") == []
+    assert open_ports("koord-manager") == [8080]  # /metrics and /healthz only
 
 
 def test_extender_transport(overlay: tuple[str, Docs]) -> None:
