@@ -13,6 +13,10 @@ from typing import Any
 log = logging.getLogger("koord.leaderelect")
 
 
+class _Stopped(Exception):
+    """The caller ended the election (``on_stopped`` set): leaves the library's loops."""
+
+
 def tolerant_lease_lock(name: str, namespace: str, identity: str) -> Any:
     """A ``LeaseLock`` whose transport errors (connection refused, timeouts) count as a failed attempt.
 
@@ -59,7 +63,8 @@ def elect(
     on_started: threading.Event,
     on_stopped: threading.Event,
 ) -> None:
-    """Run client-go style leader election in this (daemon) thread until leadership is lost.
+    """Run client-go style leader election in this (daemon) thread until leadership is lost, or until
+    the caller sets ``on_stopped`` (the thread then ends at its next attempt, within one retry period).
 
     ``on_started`` is set when this instance becomes the leader, ``on_stopped`` when it stops
     leading or the election ends for any reason (the caller then exits).
@@ -75,9 +80,19 @@ def elect(
         on_started.set()
         on_stopped.wait()  # keep "leading" until the process ends or leadership is lost
 
+    class StoppableElection(leaderelection.LeaderElection):
+        """The library's election loops forever (no stop); every attempt first checks ``on_stopped``."""
+
+        def try_acquire_or_renew(self) -> bool:
+            if on_stopped.is_set():
+                raise _Stopped
+            return bool(super().try_acquire_or_renew())
+
     try:
         config = electionconfig.Config(lock, lease, renew, retry, lead, on_stopped.set)
-        leaderelection.LeaderElection(config).run()
+        StoppableElection(config).run()
+    except _Stopped:
+        log.debug("leader election for Lease %s/%s stopped", namespace, name)
     except Exception:
         log.exception("leader election failed")
     finally:

@@ -263,6 +263,8 @@ async def test_controllers_write_through_the_api_server(tmp_path: Path) -> None:
     finally:
         task.cancel()
         await source.stop()
+        fake.httpd.shutdown()  # no server thread outlives the test
+        fake.httpd.server_close()
     slos = [w for w in fake.writes if w[0] == "POST"]
     assert {w[1] for w in slos} == {"/apis/slo.koordinator.sh/v1alpha1/nodeslos"}
     assert sorted(w[3]["metadata"]["name"] for w in slos) == ["node-idle", "node-nokoordlet"]
