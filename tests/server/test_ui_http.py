@@ -4,8 +4,13 @@ endpoints its script reads, on the embedded example cluster (node-hot is over Lo
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
-from tests.conftest import LiveServer
+import yaml
+
+from app.sources.files import FileSource
+from tests.conftest import EXAMPLE_CLUSTER, LiveServer
 
 
 def test_page_and_static_files_are_served(example_server: LiveServer) -> None:
@@ -46,6 +51,22 @@ def test_overview_nodes_against_thresholds_and_pending_pods(example_server: Live
     pending = body["pendingPods"]
     assert [(p["namespace"], p["name"]) for p in pending] == [("batch", "batch-job-1")]
     assert pending[0]["pod"]["metadata"]["name"] == "batch-job-1"
+
+
+def test_overview_takes_a_node_s_own_thresholds(tmp_path: Path) -> None:
+    """A node annotated scheduling.koordinator.sh/usage-thresholds is drawn against its own thresholds (the
+    annotation's usage part replaces the args' whole: memory is no longer checked there)."""
+    cluster = tmp_path / "cluster"
+    shutil.copytree(EXAMPLE_CLUSTER, cluster)
+    nodes = yaml.safe_load((cluster / "nodes.yaml").read_text())
+    idle = next(n for n in nodes["items"] if n["metadata"]["name"] == "node-idle")
+    idle["metadata"]["annotations"] = {"scheduling.koordinator.sh/usage-thresholds": '{"usageThresholds": {"cpu": 5}}'}
+    (cluster / "nodes.yaml").write_text(yaml.safe_dump(nodes))
+    with LiveServer(FileSource(cluster, poll_interval=0)) as srv:
+        body = srv.client.get("/apis/v1/overview").json()
+    by_name = {n["name"]: n for n in body["nodes"]}
+    assert by_name["node-idle"]["usageThresholds"] == {"cpu": 5}
+    assert by_name["node-busy"]["usageThresholds"] == {"cpu": 65, "memory": 95}
 
 
 def test_endpoints_the_page_reads(example_server: LiveServer) -> None:
