@@ -1,15 +1,18 @@
 """The /ui page in headless Chromium (Debian's /usr/bin/chromium driven by playwright; no browser download):
 it loads from the embedded example, shows the hot node over its threshold and the quota tree, explains the
 pending pod on a click, and its screenshot is not blank; with a Device object it draws each GPU's share.
-Skips, saying why, without chromium or playwright."""
+The browser is driven from a process of its own (ui_browser_driver.py). Skips, saying why, without
+chromium or playwright."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +23,12 @@ from app.sources.files import FileSource
 from tests.conftest import EXAMPLE_CLUSTER, LiveServer
 
 CHROMIUM = Path("/usr/bin/chromium")
+DRIVER = Path(__file__).with_name("ui_browser_driver.py")
 
 if not CHROMIUM.exists():
     pytest.skip(f"no {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+if importlib.util.find_spec("playwright") is None:
+    pytest.skip("playwright is not installed (pip install playwright)", allow_module_level=True)
 
 #: Where the example's screenshot is copied when set (to look at it); it stays in a temporary folder otherwise.
 SCREENSHOT = os.environ.get("KOORD_UI_SCREENSHOT")
@@ -36,45 +41,36 @@ def _colours(png: bytes) -> int:
     return len(image.getcolors(maxcolors=image.width * image.height) or [])
 
 
-@pytest.fixture
-def browser_page() -> Iterator[Any]:
-    """A fresh page of headless chromium; the test fails on any uncaught script error."""
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            yield page
-            assert errors == []
-        finally:
-            browser.close()
+def _show(url: str, wait_for: str, screenshot: Path, explain: bool = False) -> dict[str, Any]:
+    """What the page at ``url`` shows (see ui_browser_driver.py); fails on any uncaught script error."""
+    args = [sys.executable, str(DRIVER), url, wait_for, str(screenshot), *(["--explain"] if explain else [])]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    assert shown["errors"] == []
+    return shown
 
 
-def test_example_cluster_in_headless_chromium(example_server: LiveServer, browser_page: Any, tmp_path: Path) -> None:
-    page = browser_page
-    page.goto(f"{example_server.url}/ui")
-    hot = page.locator('tr[data-node="node-hot"]')
-    hot.wait_for(timeout=15_000)
-    assert "over threshold" in hot.inner_text()
-    assert "80%" in hot.inner_text()
-    assert page.locator("#nodes tr[data-node]").first.get_attribute("data-node") == "node-hot"  # most loaded first
-    page.locator('tr[data-quota="koordinator-default-quota"]').wait_for(timeout=15_000)
-    quotas = page.locator("#quotas").inner_text()
-    assert "koordinator-root-quota" in quotas and "unlimited" in quotas
-    assert "No node reports GPUs" in page.locator("#gpus").inner_text()
-    page.get_by_role("button", name="explain").click()
-    page.get_by_text("Why pod batch/batch-job-1 goes where").wait_for(timeout=15_000)
-    assert "node(s) cpu usage exceed threshold" in page.locator("#explain").inner_text()
-    png = page.screenshot(full_page=True)
-    (tmp_path / "ui.png").write_bytes(png)
+def test_example_cluster_in_headless_chromium(example_server: LiveServer, tmp_path: Path) -> None:
+    png_path = tmp_path / "ui.png"
+    shown = _show(f"{example_server.url}/ui", 'tr[data-node="node-hot"]', png_path, explain=True)
+    assert shown["nodeOrder"][0] == "node-hot"  # most loaded first
+    hot_row = next(line for line in shown["nodes"].splitlines() if line.startswith("node-hot"))
+    assert "over threshold" in hot_row
+    assert "80%" in shown["nodes"]
+    assert "koordinator-root-quota" in shown["quotas"] and "koordinator-default-quota" in shown["quotas"]
+    assert "unlimited" in shown["quotas"]
+    assert "No node reports GPUs" in shown["gpus"]
+    assert "Why pod batch/batch-job-1 goes where" in shown["explain"]
+    assert "node(s) cpu usage exceed threshold" in shown["explain"]
     if SCREENSHOT:
-        shutil.copyfile(tmp_path / "ui.png", SCREENSHOT)
+        shutil.copyfile(png_path, SCREENSHOT)
+    png = png_path.read_bytes()
     assert len(png) > 20_000
     assert _colours(png) > 50
 
 
-def test_gpu_shares_in_headless_chromium(tmp_path: Path, browser_page: Any) -> None:
+def test_gpu_shares_in_headless_chromium(tmp_path: Path) -> None:
     """node-idle with two GPUs, half of GPU 0 taken by a bound pod: the page shows 50 % and 0 %."""
     cluster = tmp_path / "cluster"
     shutil.copytree(EXAMPLE_CLUSTER, cluster)
@@ -105,10 +101,7 @@ def test_gpu_shares_in_headless_chromium(tmp_path: Path, browser_page: Any) -> N
     }
     (cluster / "devices.yaml").write_text(yaml.safe_dump_all([device, pod]))
     with LiveServer(FileSource(cluster, poll_interval=0)) as srv:
-        page = browser_page
-        page.goto(f"{srv.url}/ui")
-        page.locator("#gpus .gpu").first.wait_for(timeout=15_000)
-        gpus = page.locator("#gpus").inner_text()
-        assert "node-idle" in gpus
-        assert "GPU 0: core 50%" in gpus and "GPU 1: core 0%" in gpus
-        assert "memory 50%" in gpus
+        gpus = _show(f"{srv.url}/ui", "#gpus .gpu", tmp_path / "gpu.png")["gpus"]
+    assert "node-idle" in gpus
+    assert "GPU 0: core 50%" in gpus and "GPU 1: core 0%" in gpus
+    assert "memory 50%" in gpus
