@@ -26,7 +26,7 @@ from app.framework.interfaces import BackgroundPlugin
 from app.framework.registry import Registry
 from app.framework.runtime import Framework
 from app.plugins.registry import default_registry
-from app.server import extender_routes, health_routes, inspect_routes
+from app.server import extender_routes, health_routes, inspect_routes, ui_routes
 from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
@@ -192,6 +192,10 @@ def create_app(
         description="kube-scheduler extender (filter/prioritize/preempt/bind) with Koordinator semantics.",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's /docs and /redoc load their scripts from a CDN, which air-gapped clusters cannot reach:
+        # both are off. /openapi.json stays (plain JSON); /ui is the page, served from the package.
+        docs_url=None,
+        redoc_url=None,
     )
     install_body_limit(app, max_request_body_bytes)
     if serves_extender(role):
@@ -208,6 +212,7 @@ def create_app(
         app.include_router(extender_routes.router)
     app.include_router(inspect_routes.router)
     app.include_router(health_routes.router)
+    app.include_router(ui_routes.router)
     inspect_routes.install_plugin_routes(app, state)
     app.state.role = role
     app.state.webhook_context = WebhookContext(state.cache, source)

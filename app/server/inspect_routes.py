@@ -19,6 +19,7 @@ from app.api.timeparse import parse_time
 from app.cache.podinfo import PodError
 from app.client.errors import NotFound
 from app.framework.interfaces import ServiceProvider
+from app.plugins.loadaware.plugin import LoadAwareScheduling
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
 
@@ -81,6 +82,52 @@ async def query_node(nodeName: str, request: Request) -> Response:
         "pods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in pods],
     }
     return json_response(body)
+
+
+def _percent(used: dict[str, int] | None, allocatable: dict[str, int]) -> dict[str, float] | None:
+    """``used`` over ``allocatable`` in percent (one decimal) for resources with a positive allocatable."""
+    if used is None:
+        return None
+    return {r: round(100.0 * v / allocatable[r], 1) for r, v in sorted(used.items()) if allocatable.get(r, 0) > 0}
+
+
+@router.get("/overview")
+async def overview(request: Request) -> Response:
+    """Every node (allocatable, requested, reported usage and its percent of allocatable, LoadAware's
+    usage thresholds, pod count) and every pending pod with its object (what ``/ui`` draws and what
+    ``POST /apis/v1/explain`` takes)."""
+    state: ServiceState = request.app.state.service
+    load_aware = next((p for p in state.framework.plugins if isinstance(p, LoadAwareScheduling)), None)
+    nodes = []
+    for name in sorted(state.cache.nodes):
+        node = state.cache.nodes[name]
+        usage, age = node_usage(state, name)
+        nodes.append(
+            {
+                "name": name,
+                "allocatable": format_resource_list(node.allocatable),
+                "requested": format_resource_list({k: v for k, v in node.requested.items() if v}),
+                "usage": format_resource_list(usage) if usage is not None else None,
+                "usagePercent": _percent(usage, node.allocatable),
+                "usageThresholds": load_aware.usage_thresholds(name) if load_aware is not None else {},
+                "nodeMetricAgeSeconds": age if age is None or math.isfinite(age) else None,
+                "pods": len(node.pods),
+            }
+        )
+    pending = []
+    for pod in sorted(state.cache.pods.values(), key=lambda p: p.key):
+        if pod.node_name or pod.terminated or pod.uid in state.cache.assumed:
+            continue
+        pending.append(
+            {
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+                "requests": format_resource_list(pod.requests),
+                "pod": state.cache.pod_objects.get(pod.uid),
+            }
+        )
+    return json_response({"nodes": nodes, "pendingPods": pending})
 
 
 @router.get("/nodeslos/{nodeName}")

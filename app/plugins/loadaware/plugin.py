@@ -352,6 +352,12 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             thresholds.add_metric([resource], percent)
         return [usage, thresholds]
 
+    def usage_thresholds(self, node_name: str) -> dict[str, int]:
+        """The node's usage thresholds in percent by resource (its annotation's profile, else the args'); zero
+        thresholds (not checked) are left out."""
+        profile = self.profiles.get(node_name, self.default_profile)
+        return {r: int(t) for r, t in zip(self.vec.names, profile.usage, strict=True) if t > 0}
+
     def routes(self) -> list[tuple[str, Any]]:
         """``GET node/{nodeName}``: the node's assign-cache view, as upstream's ``NodeAssignInfoData``."""
         return [("/node/{nodeName}", self.node_info)]
