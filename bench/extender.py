@@ -644,16 +644,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: print the result JSON; exit 1 with the reason on a wrong answer."""
-    args = parse_args(argv)
+def bench_main(args: argparse.Namespace, run_bench: Callable[[argparse.Namespace], dict[str, Any]]) -> int:
+    """The benches' entry point: print ``run_bench(args)`` as indented JSON on stdout and return 0, or
+    print ``bench failed: <reason>`` on stderr and return 1 on a :class:`BenchFailure`."""
     try:
-        result = run(args)
+        result = run_bench(args)
     except BenchFailure as exc:
         print(f"bench failed: {exc}", file=sys.stderr)
         return 1
     sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: print the result JSON; exit 1 with the reason on a wrong answer."""
+    return bench_main(parse_args(argv), run)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ import psutil  # noqa: E402
 
 from app.api import coscheduling as n  # noqa: E402
 from bench.cycle import num_feasible_nodes_to_find  # noqa: E402
-from bench.extender import HEADERS, BenchFailure, InMemorySource, free_port, load_wire_pod  # noqa: E402
+from bench.extender import HEADERS, BenchFailure, InMemorySource, bench_main, free_port, load_wire_pod  # noqa: E402
 
 GANG = "bench-gang"
 NAMESPACE = "default"
@@ -332,14 +332,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the result JSON; exit 1 with the reason on a failure."""
-    args = parse_args(argv)
-    try:
-        result = run(args)
-    except BenchFailure as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
+    return bench_main(parse_args(argv), run)
 
 
 if __name__ == "__main__":

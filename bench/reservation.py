@@ -31,8 +31,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -40,9 +38,9 @@ if str(REPO) not in sys.path:
 from app.server.app import create_app  # noqa: E402
 from bench.extender import (  # noqa: E402
     BackgroundServer,
-    BenchFailure,
     Cluster,
     InMemorySource,
+    bench_main,
     build_cluster,
     candidate_sets,
     check_filter,
@@ -160,14 +158,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the result JSON; exit 1 with the reason on a wrong answer."""
-    args = parse_args(argv)
-    try:
-        result = run(args)
-    except BenchFailure as exc:
-        print(f"bench failed: {exc}", file=sys.stderr)
-        return 1
-    sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
-    return 0
+    return bench_main(parse_args(argv), run)
 
 
 if __name__ == "__main__":
