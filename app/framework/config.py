@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from app.api.manifests import SafeLoader
+from app.framework.duration import parse_duration
 
 
 class ConfigError(ValueError):
@@ -44,6 +45,22 @@ class ArgsError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field
         self.detail = message
+
+
+def duration_arg(raw: dict[str, Any], key: str, default: float) -> float:
+    """``raw[key]``, a Go ``metav1.Duration`` string (``"30s"``, ``"1m30s"``), in seconds; ``default``
+    (seconds) when absent or null.
+
+    Raises:
+        ArgsError: the value does not parse as a duration (``field`` is ``key``).
+    """
+    value = raw.get(key)
+    if value is None:
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise ArgsError(key, str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

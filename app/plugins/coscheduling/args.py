@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.api import coscheduling as n
-from app.framework.config import ArgsError
-from app.framework.duration import parse_duration
+from app.framework.config import ArgsError, duration_arg
 
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CONTROLLER_WORKERS = 1
@@ -56,16 +55,6 @@ class CoschedulingArgs:
     bind_http_timeout: float = DEFAULT_BIND_HTTP_TIMEOUT
 
 
-def _duration(raw: dict[str, Any], key: str, default: float) -> float:
-    value = raw.get(key)
-    if value is None:
-        return default
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise ArgsError(key, str(exc)) from None
-
-
 def _bool(raw: dict[str, Any], key: str) -> None:
     value = raw.get(key)
     if value is not None and not isinstance(value, bool):
@@ -83,7 +72,7 @@ def decode_args(raw: dict[str, Any]) -> CoschedulingArgs:
         raise ArgsError(sorted(extra)[0], "unknown field")
     for key in ("skipCheckScheduleCycle", "enablePreemption", "awareNetworkTopology"):
         _bool(raw, key)
-    timeout = _duration(raw, "defaultTimeout", DEFAULT_TIMEOUT)
+    timeout = duration_arg(raw, "defaultTimeout", DEFAULT_TIMEOUT)
     if timeout < 0:
         raise ArgsError("defaultTimeout", "coeSchedulingArgs DefaultTimeoutSeconds invalid")
     workers = raw.get("controllerWorkers", DEFAULT_CONTROLLER_WORKERS)
@@ -94,7 +83,7 @@ def decode_args(raw: dict[str, Any]) -> CoschedulingArgs:
     policy = raw.get("defaultMatchPolicy") or n.MATCH_POLICY_ONCE_SATISFIED
     if policy not in n.MATCH_POLICIES:
         raise ArgsError("defaultMatchPolicy", f"expected one of {', '.join(n.MATCH_POLICIES)}, got {policy!r}")
-    bind = _duration(raw, "bindHTTPTimeout", DEFAULT_BIND_HTTP_TIMEOUT)
+    bind = duration_arg(raw, "bindHTTPTimeout", DEFAULT_BIND_HTTP_TIMEOUT)
     if bind <= 0:
         raise ArgsError("bindHTTPTimeout", f"must be positive, got {raw.get('bindHTTPTimeout')!r}")
     return CoschedulingArgs(timeout, workers, policy, bind)

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.api.quantity import QuantityError, parse_resource_list
-from app.framework.config import ArgsError
-from app.framework.duration import parse_duration
+from app.framework.config import ArgsError, duration_arg
 
 #: ``math.MaxInt64 / 5`` as upstream's default max of the default and system quotas (cpu in cores).
 _MAX_DIV5 = (2**63 - 1) // 5
@@ -82,16 +81,6 @@ def _bool(raw: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _duration(raw: dict[str, Any], key: str, default: float) -> float:
-    value = raw.get(key)
-    if value is None:
-        return default
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise ArgsError(key, str(exc)) from None
-
-
 def _resources(raw: dict[str, Any], key: str, default: dict[str, int]) -> dict[str, int]:
     value = raw.get(key)
     if not value:
@@ -113,8 +102,8 @@ def decode_args(raw: dict[str, Any]) -> ElasticQuotaArgs:
     if extra:
         raise ArgsError(sorted(extra)[0], "unknown field")
     args = ElasticQuotaArgs()
-    args.delay_evict_time = _duration(raw, "delayEvictTime", DEFAULT_DELAY_EVICT_TIME)
-    args.revoke_pod_interval = _duration(raw, "revokePodInterval", DEFAULT_REVOKE_POD_INTERVAL)
+    args.delay_evict_time = duration_arg(raw, "delayEvictTime", DEFAULT_DELAY_EVICT_TIME)
+    args.revoke_pod_interval = duration_arg(raw, "revokePodInterval", DEFAULT_REVOKE_POD_INTERVAL)
     args.default_quota_group_max = _resources(raw, "defaultQuotaGroupMax", DEFAULT_QUOTA_GROUP_MAX)
     args.system_quota_group_max = _resources(raw, "systemQuotaGroupMax", DEFAULT_QUOTA_GROUP_MAX)
     namespace = raw.get("quotaGroupNamespace") or DEFAULT_QUOTA_GROUP_NAMESPACE
