@@ -1,15 +1,21 @@
 """Objects as compact JSON bytes: how the service keeps objects it holds but seldom reads.
 
 A decoded Kubernetes object costs about five times its JSON size in Python objects (every map,
-list and string is a separate allocation of 50-250 bytes). The cache keeps raw Pods this way and
-the Kubernetes source keeps LIST pages this way until the cache takes them, one at a time.
+list and string is a separate allocation of 50-250 bytes). The Kubernetes source keeps LIST pages
+as JSON bytes (:func:`encode_object`) until the cache takes them, one at a time; the cache keeps
+its raw Pods, Nodes and NodeMetrics for as long as they exist, so it keeps them packed
+(:func:`pack_object`): the same JSON compressed with Zstandard, 40-60 % of its size (a 650-byte
+pod packs to ~400 bytes, a 2.2 KB Node to ~900, a 1.9 KB pod of a real cluster to ~920) for about
+10 us per object on write and 3-5 us on read (measured with zstandard 0.25, level 3).
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import orjson
+import zstandard
 
 #: YAML files give timestamps as datetimes and may give non-string keys; both encode the way
 #: the API server would print them (RFC 3339 with ``Z``; keys as strings).
@@ -40,3 +46,48 @@ def decode_object(data: bytes) -> Any:
         ValueError: ``data`` is not JSON (``orjson.JSONDecodeError`` is a ValueError).
     """
     return orjson.loads(data)
+
+
+#: Zstandard level of :func:`pack_object`: 3 (the library's default) packs Kubernetes objects as
+#: small as levels up to 9 did in a trial and as fast as level 1.
+PACK_LEVEL = 3
+
+
+class _Codecs(threading.local):
+    """One Zstandard compressor and decompressor per thread: their instances are not thread-safe."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=PACK_LEVEL, write_checksum=False, write_content_size=True)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_CODECS = _Codecs()
+
+
+def pack_object(obj: Any) -> bytes:
+    """``obj`` (as :func:`encode_object` takes it) as Zstandard-compressed compact JSON: a frame with
+    its content size, no checksum, no dictionary. Read it back with :func:`unpack_object`.
+
+    Raises:
+        TypeError: ``obj`` holds a value JSON cannot carry.
+    """
+    try:
+        encoded = orjson.dumps(obj, option=_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(f"not JSON-shaped: {exc}") from None
+    # the compressor's result keeps a buffer of the worst-case size (larger than the JSON): copy it exactly
+    return bytes(memoryview(_CODECS.compressor.compress(encoded)))
+
+
+def unpack_object(data: bytes) -> Any:
+    """The JSON value packed in ``data`` by :func:`pack_object`, as fresh Python objects.
+
+    Raises:
+        ValueError: ``data`` is not a Zstandard frame of JSON (``zstandard.ZstdError`` is re-raised
+            as ValueError, as ``orjson.JSONDecodeError`` already is one).
+    """
+    try:
+        encoded = _CODECS.decompressor.decompress(data)
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"not a packed object: {exc}") from None
+    return orjson.loads(encoded)

@@ -1,4 +1,5 @@
-"""Objects kept as compact JSON bytes and decoded on read: the cache's store of raw Pods and NodeMetrics.
+"""Objects kept as packed JSON bytes (:func:`~app.api.jsonbytes.pack_object`) and decoded on read: the
+cache's store of raw Pods and NodeMetrics.
 
 A decoded v1 Pod costs about five times its JSON size in Python objects (every map, list and
 string is a separate object of 50-250 bytes), so 100,000 cached pods held as dicts took about
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from app.api.jsonbytes import decode_object, encode_object
+from app.api.jsonbytes import pack_object, unpack_object
 
 
 class UnencodableObject(ValueError):
@@ -26,7 +27,7 @@ class UnencodableObject(ValueError):
 
 
 class EncodedObjects(MutableMapping[str, dict[str, Any]]):
-    """A ``key -> JSON object`` mapping stored as orjson bytes.
+    """A ``key -> JSON object`` mapping stored as packed JSON bytes (Zstandard-compressed orjson).
 
     ``store[key] = obj`` encodes ``obj`` (a JSON-shaped dict) at once; ``store[key]`` and
     ``store.get(key)`` decode a new dict on each call. Iteration, ``len`` and ``in`` do not decode.
@@ -43,12 +44,12 @@ class EncodedObjects(MutableMapping[str, dict[str, Any]]):
         self._data: dict[str, bytes] = {}
 
     def __getitem__(self, key: str) -> dict[str, Any]:
-        decoded: dict[str, Any] = decode_object(self._data[key])
+        decoded: dict[str, Any] = unpack_object(self._data[key])
         return decoded
 
     def __setitem__(self, key: str, value: dict[str, Any]) -> None:
         try:
-            self._data[key] = encode_object(value)
+            self._data[key] = pack_object(value)
         except TypeError as exc:
             raise UnencodableObject(f"{key}: {exc}") from None
 
@@ -65,5 +66,5 @@ class EncodedObjects(MutableMapping[str, dict[str, Any]]):
         return key in self._data
 
     def encoded(self, key: str) -> bytes | None:
-        """The stored JSON bytes of ``key`` (no decode), or None."""
+        """The stored bytes of ``key`` (packed JSON, :func:`~app.api.jsonbytes.pack_object`; no decode), or None."""
         return self._data.get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.api.jsonbytes import decode_object, encode_object
+from app.api.jsonbytes import pack_object, unpack_object
 from app.api.quantity import QuantityError, parse_resource_list
 
 
@@ -19,7 +19,7 @@ class NodeState:
 
     Attributes:
         name: ``metadata.name``.
-        raw: the Node object as received, as compact JSON bytes (:mod:`app.api.jsonbytes`; a
+        raw: the Node object as received, as packed JSON bytes (:func:`app.api.jsonbytes.pack_object`; a
             decoded Node is ~8 KB of Python objects, read only by the manager's controllers); read
             it decoded through :attr:`obj`.
         labels, annotations: metadata maps.
@@ -41,7 +41,7 @@ class NodeState:
     @property
     def obj(self) -> dict[str, Any]:
         """The Node object as received, decoded afresh on each read (a copy: edits do not reach the cache)."""
-        decoded: dict[str, Any] = decode_object(self.raw)
+        decoded: dict[str, Any] = unpack_object(self.raw)
         return decoded
 
 
@@ -70,7 +70,7 @@ def parse_node(obj: Any) -> NodeState:
     except QuantityError as exc:
         raise NodeError(str(exc)) from None
     try:
-        raw = encode_object(obj)
+        raw = pack_object(obj)
     except TypeError as exc:
         raise NodeError(f"Node {name}: {exc}") from None
     return NodeState(name=name, raw=raw, labels=labels, annotations=annotations, allocatable=allocatable)

@@ -1,5 +1,5 @@
-"""Raw Pods, Nodes and NodeMetrics are kept as compact JSON bytes: small, read back as fresh copies,
-and an object JSON cannot carry is refused alone (log line, metric) while the rest keeps flowing."""
+"""Raw Pods, Nodes and NodeMetrics are kept as packed (Zstandard-compressed) JSON bytes: small, read back as
+fresh copies, and an object JSON cannot carry is refused alone (log line, metric) while the rest keeps flowing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.api.jsonbytes import decode_object, encode_object
+from app.api.jsonbytes import decode_object, encode_object, pack_object, unpack_object
 from app.cache.encodedobjects import EncodedObjects, UnencodableObject
 from app.cache.snapshot import ClusterCache
 from app.sources.events import Event, EventType
@@ -39,6 +39,29 @@ def test_encoded_bytes_are_exact_size() -> None:
     data = encode_object({"a": "x" * 600})
     # orjson's own bytes keep a 4 KB buffer; the stored copy is its length plus the bytes header
     assert sys.getsizeof(data) < len(data) + 64
+
+
+def test_packed_objects_are_smaller_than_their_json_and_exact_size() -> None:
+    obj = pod("web-1", labels={"app": "web", "pod-template-hash": "7d9f8c6b5"}, annotations={"a": "x" * 300})
+    packed = pack_object(obj)
+    assert len(packed) < len(encode_object(obj)) * 0.7
+    # the compressor's result keeps a worst-case buffer; the stored copy is its length plus the bytes header
+    assert sys.getsizeof(packed) < len(packed) + 64
+    assert unpack_object(packed) == obj
+
+
+def test_unpacking_what_is_not_a_packed_object_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="not a packed object"):
+        unpack_object(b'{"plain": "json"}')
+    with pytest.raises(TypeError, match="not JSON-shaped"):
+        pack_object({"s": {1, 2}})
+
+
+def test_node_raw_is_packed_and_reads_back() -> None:
+    cache = ClusterCache()
+    cache.apply(Event("Node", EventType.ADDED, node("n1", labels={"zone": "a"})))
+    state = cache.nodes["n1"]
+    assert unpack_object(state.raw) == state.obj == node("n1", labels={"zone": "a"})
 
 
 def test_reads_are_fresh_copies() -> None:
