@@ -33,7 +33,9 @@ class MetricView:
         system_usage: ``status.nodeMetric.systemUsage`` vector (zeros when absent).
         pod_usages: ``namespace/name`` -> usage vector, for pods reporting non-empty usage.
         prod_pods: keys of pods the NodeMetric reports with priority ``koord-prod``.
-        raw: the object, for inspection.
+
+    Nothing of the object itself is kept (the cache keeps it, packed): holding the decoded NodeMetric,
+    a dict per reported pod, cost ~15 MB per 1,000 nodes of 20 pods.
     """
 
     update_time: float
@@ -43,7 +45,6 @@ class MetricView:
     system_usage: Vec | None = None
     pod_usages: dict[str, Vec] = field(default_factory=dict)
     prod_pods: set[str] = field(default_factory=set)
-    raw: dict[str, Any] = field(default_factory=dict)
 
     def target_aggregated(self, aggregation_type: str, duration: float) -> Vec | None:
         """Aggregated usage of ``aggregation_type`` over ``duration`` (``getTargetAggregatedUsage``).
@@ -75,7 +76,7 @@ def parse_metric(obj: dict[str, Any], vectorizer: Vectorizer) -> MetricView:
             update_time = parse_time(status["updateTime"])
         except ValueError as exc:
             log.warning("NodeMetric %s: %s", (obj.get("metadata") or {}).get("name"), exc)
-    view = MetricView(update_time=update_time, report_interval=report_interval, node_usage=None, raw=obj)
+    view = MetricView(update_time=update_time, report_interval=report_interval, node_usage=None)
     info = status.get("nodeMetric") if isinstance(status, dict) else None
     if isinstance(info, dict):
         view.node_usage = vectorizer.from_resource_list(_resources(info.get("nodeUsage")))
