@@ -117,34 +117,54 @@ def _container_resources(container: dict[str, Any], path: str) -> tuple[dict[str
     return requests, limits
 
 
-def _aggregate(spec: dict[str, Any], use_limits: bool) -> dict[str, int]:
-    """Pod-level requests (or limits) per k8s.io/component-helpers/resource PodRequests/PodLimits."""
-    total: dict[str, int] = {}
+class _Totals:
+    """PodRequests/PodLimits accumulated side by side (k8s.io/component-helpers/resource)."""
+
+    __slots__ = ("init_max", "restartable", "total")
+
+    def __init__(self) -> None:
+        self.total: dict[str, int] = {}
+        self.restartable: dict[str, int] = {}
+        self.init_max: dict[str, int] = {}
+
+    def init_container(self, resources: dict[str, int], restartable: bool) -> None:
+        """A sidecar (``restartPolicy: Always``) adds to the total and to every later init container;
+        any other init container counts with the sidecars started before it, at its maximum."""
+        this = dict(resources)
+        if restartable:
+            _add(self.total, this)
+            _add(self.restartable, this)
+            this = dict(self.restartable)
+        else:
+            _add(this, self.restartable)
+        _max_into(self.init_max, this)
+
+
+def _aggregate(spec: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """Pod-level (requests, limits) per k8s.io/component-helpers/resource PodRequests/PodLimits, each
+    container's resources parsed once for both."""
+    req, lim = _Totals(), _Totals()
     for i, c in enumerate(_list(spec.get("containers"), "spec.containers")):
-        req, lim = _container_resources(_mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]")
-        _add(total, lim if use_limits else req)
-    restartable: dict[str, int] = {}
-    init_max: dict[str, int] = {}
+        creq, clim = _container_resources(_mapping(c, f"spec.containers[{i}]"), f"spec.containers[{i}]")
+        _add(req.total, creq)
+        _add(lim.total, clim)
     for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
         c = _mapping(c, f"spec.initContainers[{i}]")
-        req, lim = _container_resources(c, f"spec.initContainers[{i}]")
-        this = dict(lim if use_limits else req)
-        if c.get("restartPolicy") == "Always":
-            _add(total, this)
-            _add(restartable, this)
-            this = dict(restartable)
-        else:
-            _add(this, restartable)
-        _max_into(init_max, this)
-    _max_into(total, init_max)
+        creq, clim = _container_resources(c, f"spec.initContainers[{i}]")
+        restartable = c.get("restartPolicy") == "Always"
+        req.init_container(creq, restartable)
+        lim.init_container(clim, restartable)
+    _max_into(req.total, req.init_max)
+    _max_into(lim.total, lim.init_max)
     try:
         overhead = parse_resource_list(spec.get("overhead"), field="spec.overhead")
     except QuantityError as exc:
         raise PodError(str(exc)) from None
     if overhead:
+        _add(req.total, overhead)
         # PodLimits adds overhead only to resources that have a limit.
-        _add(total, {k: v for k, v in overhead.items() if not use_limits or k in total})
-    return total
+        _add(lim.total, {k: v for k, v in overhead.items() if k in lim.total})
+    return req.total, lim.total
 
 
 def _condition_time(status: dict[str, Any], ctype: str) -> float | None:
@@ -188,8 +208,7 @@ def parse_pod(obj: Any) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise PodError("spec.priority: expected an integer")
-    requests = _aggregate(spec, use_limits=False)  # first, so errors name spec.containers[i]
-    limits = _aggregate(spec, use_limits=True)
+    requests, limits = _aggregate(spec)  # first, so errors name spec.containers[i]
     try:
         kube_qos = status.get("qosClass") or kube_qos_class(spec)
     except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
