@@ -229,7 +229,15 @@ class ClusterCache:
 
     def _set_pod(self, uid: str, new: PodInfo | None) -> None:
         old = self.pods.get(uid)
-        if old is not None and _occupies(old):
+        # most updates (status, annotations, the kubelet's reports) leave what the pod takes where it is
+        same_place = (
+            old is not None
+            and new is not None
+            and old.node_name == new.node_name
+            and old.requests == new.requests
+            and _occupies(old) == _occupies(new)
+        )
+        if old is not None and _occupies(old) and not same_place:
             self._unaccount(uid, old)
         if new is None:
             self.pods.pop(uid, None)
@@ -238,7 +246,7 @@ class ClusterCache:
         else:
             self.pods[uid] = new
             self._by_name[new.key] = uid
-            if _occupies(new):
+            if _occupies(new) and not same_place:
                 self._account(uid, new)
         self._notify("Pod", uid, lambda listener: listener.on_pod(old, new))
 
