@@ -45,7 +45,7 @@ from app.plugins.loadaware.estimator import estimate_pod, estimation_deadline, n
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.nodeload import AssignInfo, NodeLoad
 from app.plugins.loadaware.profile import FilterProfile, profile_for_node, profile_from_args
-from app.plugins.loadaware.vector import Vectorizer, is_empty
+from app.plugins.loadaware.vector import Vec, Vectorizer, is_empty
 
 NAME = "LoadAwareScheduling"
 ERR_REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
@@ -58,8 +58,15 @@ _ESTIMATE_KEY = NAME + "/IncomingPodEstimated"
 
 # Node table columns owned by this plugin.
 _ALLOC, _STATE, _UPDATE = "la:alloc", "la:state", "la:update"
-_PLAIN, _PROD, _FAGG, _SAGG = "la:plain", "la:prod", "la:fagg", "la:sagg"
-_THR, _THR_PROD, _THR_AGG, _HAS_AGG = "la:thr", "la:thr_prod", "la:thr_agg", "la:has_agg"
+_PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
+# What Filter compares per node, chosen when the node's row is written, once for pods that are not
+# prod (index 0) and once for prod pods (index 1): the thresholds, the base usage the pod's estimate
+# is added to, whether those are the aggregated ones (the reason's wording), and whether the node is
+# checked at all (some threshold set and a NodeMetric present).
+_F_THR = ("la:f_thr", "la:f_thr_prod")
+_F_BASE = ("la:f_base", "la:f_base_prod")
+_F_AGG = ("la:f_agg", "la:f_agg_prod")
+_F_ON = ("la:f_on", "la:f_on_prod")
 
 # Values of the _STATE column.
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
@@ -101,11 +108,12 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
         table = handle.snapshot.table
-        for key in (_ALLOC, _PLAIN, _PROD, _FAGG, _SAGG, _THR, _THR_PROD, _THR_AGG):
+        for key in (_ALLOC, _PLAIN, _PROD, _SAGG, *_F_THR, *_F_BASE):
             table.column(key, np.int64, (r,))
         table.column(_STATE, np.int8)
         table.column(_UPDATE, np.float64)
-        table.column(_HAS_AGG, np.bool_)
+        for key in (*_F_AGG, *_F_ON):
+            table.column(key, np.bool_)
         handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
@@ -189,26 +197,42 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 continue
             profile = self.profiles.get(name, self.default_profile)
             table.column(_ALLOC)[row] = self.vec.from_values(node_allocatable(node))
-            table.column(_THR)[row] = profile.usage
-            table.column(_THR_PROD)[row] = profile.prod
-            agg = profile.aggregated
-            table.column(_HAS_AGG)[row] = agg is not None
-            table.column(_THR_AGG)[row] = agg.thresholds if agg is not None else 0
             load = self.loads.get(name)
             metric = load.metric if load is not None else None
             if load is None or metric is None:
                 table.column(_STATE)[row] = _NO_METRIC
+                for v in (0, 1):
+                    table.column(_F_ON[v])[row] = False
                 continue
             table.column(_STATE)[row] = _HAS_METRIC if metric.node_usage is not None else _NIL_NODE_METRIC
             table.column(_UPDATE)[row] = metric.update_time
-            table.column(_PLAIN)[row] = load.plain_base() or 0
-            table.column(_PROD)[row] = load.prod_base()
-            if agg is not None:
-                table.column(_FAGG)[row] = load.aggregated_base(agg.aggregation_type, agg.duration) or 0
+            plain: Vec | int = load.plain_base() or 0
+            prod = load.prod_base()
+            table.column(_PLAIN)[row] = plain
+            table.column(_PROD)[row] = prod
+            agg = profile.aggregated
+            agg_base: Vec | int = (
+                (load.aggregated_base(agg.aggregation_type, agg.duration) or 0) if agg is not None else 0
+            )
             sargs = self.args.aggregated
             if sargs is not None and sargs.score_aggregation_type:
                 base = load.aggregated_base(sargs.score_aggregation_type, sargs.score_aggregated_duration)
                 table.column(_SAGG)[row] = base or 0
+            # Filter's choice (upstream's filterNodeUsage / filterProdUsage): prod pods take the prod
+            # thresholds when any is set; otherwise the aggregated profile when there is one; else plain.
+            use_prod = not is_empty(profile.prod)
+            for v, prod_pod in ((0, False), (1, True)):
+                base_v: Vec | int
+                if prod_pod and use_prod:
+                    thr, base_v, aggregated = profile.prod, prod, False
+                elif agg is not None:
+                    thr, base_v, aggregated = agg.thresholds, agg_base, True
+                else:
+                    thr, base_v, aggregated = profile.usage, plain, False
+                table.column(_F_THR[v])[row] = thr
+                table.column(_F_BASE[v])[row] = base_v
+                table.column(_F_AGG[v])[row] = aggregated
+                table.column(_F_ON[v])[row] = not is_empty(thr)
         self._dirty.clear()
 
     # ------------------------------------------------------------------ estimation
@@ -227,26 +251,19 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
 
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
-        """Failing positions with upstream's reasons (see the module docstring)."""
+        """Failing positions with upstream's reasons (see the module docstring).
+
+        The thresholds, base usage and wording per node were chosen when its row was written
+        (:meth:`_flush`); what is left per call is the expiry check and the comparison itself.
+        """
         if pod.daemonset or len(nodes) == 0:
             return {}
         self._flush()
         table = self.handle.snapshot.table
         rows = nodes.rows
-        n = len(rows)
-        thr = table.column(_THR)[rows]
-        use_prod = np.zeros(n, dtype=bool)
-        thr_prod = None
-        if pod.priority_class == PriorityClass.PROD:
-            thr_prod = table.column(_THR_PROD)[rows]
-            use_prod = np.asarray(thr_prod.any(axis=1), dtype=bool)
-        use_agg = table.column(_HAS_AGG)[rows] & ~use_prod
-        if use_agg.any():
-            thr = np.where(use_agg[:, None], table.column(_THR_AGG)[rows], thr)
-        if thr_prod is not None and use_prod.any():
-            thr = np.where(use_prod[:, None], thr_prod, thr)
+        v = 1 if pod.priority_class == PriorityClass.PROD else 0
         metric_state = table.column(_STATE)[rows]
-        active = thr.any(axis=1) & (metric_state != _NO_METRIC)
+        active = table.column(_F_ON[v])[rows]  # a fancy-indexed copy: safe to narrow in place
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics:
             expired = active & self._expired(table.column(_UPDATE)[rows], state.now)
@@ -261,25 +278,19 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             return failures
         idx = np.flatnonzero(active)
         sub_rows = rows[idx]
-        base = table.column(_PLAIN)[sub_rows]
-        sub_agg = use_agg[idx]
-        if sub_agg.any():
-            base = np.where(sub_agg[:, None], table.column(_FAGG)[sub_rows], base)
-        sub_prod = use_prod[idx]
-        if sub_prod.any():
-            base = np.where(sub_prod[:, None], table.column(_PROD)[sub_rows], base)
-        estimated = base + self.pod_estimate(state, pod)
+        estimated = table.column(_F_BASE[v])[sub_rows] + self.pod_estimate(state, pod)
         alloc = table.column(_ALLOC)[sub_rows]
-        sub_thr = thr[idx]
+        sub_thr = table.column(_F_THR[v])[sub_rows]
         with np.errstate(divide="ignore", invalid="ignore"):
             percent = go_round(np.where(alloc != 0, estimated / np.where(alloc != 0, alloc, 1) * 100, 0.0))
         exceed = (sub_thr != 0) & (alloc != 0) & (percent > sub_thr)
         bad = np.flatnonzero(exceed.any(axis=1))
         if len(bad):
             first = exceed[bad].argmax(axis=1)
+            aggregated_rows = table.column(_F_AGG[v])[sub_rows[bad]]
             names = self.vec.names
             statuses = self._exceed_statuses
-            for pos, r, aggregated in zip(idx[bad].tolist(), first.tolist(), sub_agg[bad].tolist(), strict=True):
+            for pos, r, aggregated in zip(idx[bad].tolist(), first.tolist(), aggregated_rows.tolist(), strict=True):
                 key = (names[r], aggregated)
                 shared = statuses.get(key)
                 if shared is None:
