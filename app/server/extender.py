@@ -210,8 +210,12 @@ class ExtenderService:
         scores = [0] * len(names)
         result = self._scores(state, pod, batch) if len(batch) else None
         if result is not None:
-            for pos, score in zip(positions, result.extender_scores().tolist(), strict=True):
-                scores[pos] = score
+            known = result.extender_scores().tolist()
+            if len(known) == len(names):  # every node known: positions are 0..n-1
+                scores = known
+            else:
+                for pos, score in zip(positions, known, strict=True):
+                    scores[pos] = score
         return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
 
     # ------------------------------------------------------------------ preempt
