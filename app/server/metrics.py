@@ -134,15 +134,24 @@ class ServiceMetrics:
             ["call", "code"],
             registry=self.registry,
         )
+        self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self.registry.register(_StateCollector(cache, source))
         self.registry.register(_SchedulingCollector(rejections if rejections is not None else {}, plugins))
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # process_*, python_*
             self.registry.register(collector)
 
     def observe(self, verb: str, code: int, seconds: float) -> None:
-        """Record one extender verb or webhook request (``seconds``: time to answer)."""
-        self.requests.labels(verb, str(code)).inc()
-        self.latency.labels(verb).observe(seconds)
+        """Record one extender verb or webhook request (``seconds``: time to answer).
+
+        The labelled series of each (verb, code) are looked up once and kept: prometheus_client's
+        ``labels()`` validates and hashes its arguments under a lock on every call, and this runs on
+        every verb call.
+        """
+        series = self._series.get((verb, code))
+        if series is None:
+            series = self._series[(verb, code)] = (self.requests.labels(verb, str(code)), self.latency.labels(verb))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def observe_inspection(self, call: str, code: int) -> None:
         """Record one inspection request (e.g. ``explain``)."""
