@@ -25,6 +25,10 @@ What it measures
     and reports the service's CPU per event and events applied per second (until idle).
     ``filter_cpu_ms_per_call`` / ``prioritize_cpu_ms_per_call`` are the service's CPU per call of
     each verb alone (500 calls each with the cycle's bodies, the watch quiet).
+    ``http_floor`` is the CPU a do-nothing ASGI app (it reads the body and answers 2 KB) costs per
+    request under the same uvicorn, httptools and uvloop, for the cycle's /filter body, in its own
+    process: the part of each verb call no code of ours can remove; ``cpu_ms_per_pod`` counts it three
+    times (filter, prioritize, bind). ``--pin`` runs the service on a CPU of its own.
     ``--memory`` instead loads ``--memory-nodes`` nodes (~20 pods each) and reports the service's
     RSS once the load is in.
 
@@ -123,6 +127,77 @@ def run_service(kubeconfig: str, port: int) -> None:
     )
 
 
+async def noop_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app that reads the request body and answers a fixed 2 KB JSON: the floor of the HTTP work."""
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        message = await receive()
+        more = message.get("more_body", False) and message["type"] == "http.request"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-length", b"2048"), (b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b'"' + b"x" * 2046 + b'"'})
+
+
+def run_noop(port: int) -> None:
+    """Floor process entry point: :func:`noop_app` under uvicorn as the service runs (httptools, uvloop)."""
+    import uvicorn
+
+    uvicorn.run(
+        noop_app,
+        host="127.0.0.1",
+        port=port,
+        http="httptools",
+        loop="uvloop",
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
+
+
+def http_floor(body: bytes, calls: int) -> float:
+    """Server CPU (ms) per request of :func:`noop_app` for ``calls`` POSTs of ``body`` on one kept-alive
+    connection: what uvicorn, uvloop and the kernel cost per verb call before any of our code runs.
+
+    Raises:
+        BenchFailure: the process did not answer.
+    """
+    port = free_port()
+    proc = mp.get_context("spawn").Process(target=run_noop, args=(port,), daemon=True)
+    proc.start()
+    try:
+        ps = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 60
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while True:
+            try:
+                post(conn, "/", body)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise BenchFailure("the no-op server did not start") from None
+                conn.close()
+                time.sleep(0.1)
+        for _ in range(200):
+            post(conn, "/", body)
+        t = ps.cpu_times()
+        c0 = t.user + t.system
+        for _ in range(calls):
+            post(conn, "/", body)
+        t = ps.cpu_times()
+        conn.close()
+        return (t.user + t.system - c0) / calls * 1000
+    finally:
+        proc.kill()
+        proc.join(5)
+
+
 def write_kubeconfig(directory: str, port: int) -> str:
     """A kubeconfig for the fake at ``http://127.0.0.1:port`` (bearer token)."""
     cfg = {
@@ -159,7 +234,6 @@ class Stack:
         self.proc = psutil.Process(self.service.pid)
         if pin:
             pin_service(self.proc, psutil.Process(self.fake.pid))
-
 
     def cpu(self) -> float:
         """CPU seconds (user + system) the service process used so far."""
@@ -412,6 +486,13 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         cpu_net = max(0.0, cpu - idle * wall)
 
         split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500))
+        filter_body = orjson.dumps(
+            {
+                "Pod": pods[0],
+                "Nodes": None,
+                "NodeNames": [f"node-{i:05d}" for i in range(num_feasible_nodes_to_find(args.nodes))],
+            }
+        )
         stack.wait_idle()
         c0, t0 = stack.cpu(), time.monotonic()
         status, data = post(
@@ -427,6 +508,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         wwall = max(1e-6, t1 - t0)
     finally:
         stack.close()
+    floor = http_floor(filter_body, 2000)
     return {
         "nodes": args.nodes,
         "pods": args.pods,
@@ -437,6 +519,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         "watch_events_per_pod": round(events / args.pods, 2),
         **verbs,
         **split,
+        "http_floor": {"cpu_ms_per_request": round(floor, 3), "cpu_ms_per_pod": round(3 * floor, 3)},
         "watch": {
             "events": touched,
             "cpu_us_per_event": round(max(0.0, wcpu - idle * wwall) / max(1, touched) * 1e6, 1),

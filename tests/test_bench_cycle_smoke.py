@@ -39,6 +39,8 @@ def test_cycle_bench_prints_result_json() -> None:
     assert result["filter_cpu_ms_per_call"] >= 0 and result["prioritize_cpu_ms_per_call"] >= 0
     assert result["watch"]["events"] == 200
     assert result["watch"]["events_per_second"] > 0
+    floor = result["http_floor"]
+    assert floor["cpu_ms_per_request"] > 0 and abs(floor["cpu_ms_per_pod"] - 3 * floor["cpu_ms_per_request"]) <= 0.002
 
 
 def test_cycle_bench_memory_mode() -> None:
