@@ -98,8 +98,6 @@ def run_service(kubeconfig: str, port: int) -> None:
     """
     import cProfile
 
-    import uvicorn
-
     from app.server.app import create_app
     from app.sources.kubernetes import KubernetesSource
 
@@ -114,7 +112,14 @@ def run_service(kubeconfig: str, port: int) -> None:
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
-    app = create_app(KubernetesSource(kubeconfig=kubeconfig))
+    serve_asgi(create_app(KubernetesSource(kubeconfig=kubeconfig)), port, lifespan="on")
+
+
+def serve_asgi(app: Any, port: int, lifespan: str) -> None:
+    """Serve ``app`` on 127.0.0.1:``port`` as the service runs here: uvicorn, one worker, httptools,
+    uvloop, no access log; ``lifespan`` is uvicorn's setting (``on`` / ``off``)."""
+    import uvicorn
+
     uvicorn.run(
         app,
         host="127.0.0.1",
@@ -123,7 +128,7 @@ def run_service(kubeconfig: str, port: int) -> None:
         loop="uvloop",
         log_level="warning",
         access_log=False,
-        lifespan="on",
+        lifespan=lifespan,
     )
 
 
@@ -147,18 +152,7 @@ async def noop_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 def run_noop(port: int) -> None:
     """Floor process entry point: :func:`noop_app` under uvicorn as the service runs (httptools, uvloop)."""
-    import uvicorn
-
-    uvicorn.run(
-        noop_app,
-        host="127.0.0.1",
-        port=port,
-        http="httptools",
-        loop="uvloop",
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-    )
+    serve_asgi(noop_app, port, lifespan="off")
 
 
 def http_floor(body: bytes, calls: int) -> float:
