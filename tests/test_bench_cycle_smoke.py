@@ -27,8 +27,10 @@ def run(*args: str) -> dict:
 
 
 def test_cycle_bench_prints_result_json() -> None:
-    result = run("--nodes", "120", "--pods", "30", "--touches", "200")
+    result = run("--nodes", "120", "--pods", "30", "--touches", "200", "--repeat", "2")
     assert result["nodes"] == 120 and result["pods"] == 30
+    assert len(result["cpu_ms_per_pod_rounds"]) == 2  # the median of the rounds is cpu_ms_per_pod
+    assert min(result["cpu_ms_per_pod_rounds"]) <= result["cpu_ms_per_pod"] <= max(result["cpu_ms_per_pod_rounds"])
     assert result["candidates_per_filter"] == 100  # kube-scheduler's minimum of feasible nodes to find
     assert result["cpu_ms_per_pod"] > 0 and result["cpu_ms_per_pod_raw"] >= result["cpu_ms_per_pod"]
     assert result["watch_events_per_pod"] == 3.0  # ADDED, MODIFIED (bound), MODIFIED (Running)
