@@ -30,8 +30,10 @@ What it measures
     each verb alone (500 calls each with the cycle's bodies, the watch quiet).
     ``http_floor`` is the CPU a do-nothing ASGI app (it reads the body and answers 2 KB) costs per
     request under the same uvicorn, httptools and uvloop, for the cycle's /filter body, in its own
-    process: the part of each verb call no code of ours can remove; ``cpu_ms_per_pod`` counts it three
-    times (filter, prioritize, bind). ``--pin`` runs the service on a CPU of its own.
+    process (``cpu_ms_per_request``), and what one bind's POST to it costs the service's API client
+    lane (``client_cpu_ms_per_bind``): the part of a pod's cycle no code of ours can remove;
+    ``cpu_ms_per_pod`` counts three verb calls and one bind (the watch streams' reads come on top).
+    ``--pin`` runs the service on a CPU of its own.
     ``--memory`` instead loads ``--memory-nodes`` nodes (~20 pods each) and reports the service's
     RSS once the load is in.
 
@@ -158,9 +160,14 @@ def run_noop(port: int) -> None:
     serve_asgi(noop_app, port, lifespan="off")
 
 
-def http_floor(body: bytes, calls: int) -> float:
-    """Server CPU (ms) per request of :func:`noop_app` for ``calls`` POSTs of ``body`` on one kept-alive
-    connection: what uvicorn, uvloop and the kernel cost per verb call before any of our code runs.
+def http_floor(body: bytes, calls: int, directory: str) -> tuple[float, float]:
+    """CPU (ms) per request of the HTTP work alone, against :func:`noop_app` in its own process:
+
+    - the server's, for ``calls`` POSTs of ``body`` on one kept-alive connection: what uvicorn, uvloop
+      and the kernel cost per verb call before any of our code runs;
+    - the client's (this process), for ``calls`` Binding-sized POSTs through the service's own API
+      client lane (:class:`app.client.lane.Lane`, aiohttp, a kubeconfig in ``directory``): what each
+      bind's request to the API server costs before any of our code runs.
 
     Raises:
         BenchFailure: the process did not answer.
@@ -189,10 +196,44 @@ def http_floor(body: bytes, calls: int) -> float:
             post(conn, "/", body)
         t = ps.cpu_times()
         conn.close()
-        return (t.user + t.system - c0) / calls * 1000
+        server = (t.user + t.system - c0) / calls * 1000
+        return server, lane_floor(write_kubeconfig(directory, port), calls)
     finally:
         proc.kill()
         proc.join(5)
+
+
+def lane_floor(kubeconfig: str, calls: int) -> float:
+    """This process's CPU (ms) per POST of a Binding-sized body through :class:`app.client.lane.Lane`
+    to the server of ``kubeconfig`` (answer read whole), on uvloop as the service runs."""
+    import uvloop
+
+    from app.client.config import connection_settings, load_configuration
+    from app.client.lane import Lane
+
+    body = orjson.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "cycle-0", "namespace": "default", "uid": str(uuid.uuid4())},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-00000"},
+        }
+    )
+
+    async def measure() -> float:
+        lane = Lane(connection_settings(load_configuration(kubeconfig)))
+        try:
+            path = "/api/v1/namespaces/default/pods/cycle-0/binding"
+            for _ in range(200):
+                await lane.request("POST", path, body)
+            c0 = time.process_time()
+            for _ in range(calls):
+                await lane.request("POST", path, body)
+            return (time.process_time() - c0) / calls * 1000
+        finally:
+            await lane.aclose()
+
+    return uvloop.run(measure())
 
 
 def write_kubeconfig(directory: str, port: int) -> str:
@@ -512,9 +553,9 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         t1 = stack.wait_idle()
         wcpu = stack.cpu() - c0 - IDLE_CPU_S
         wwall = max(1e-6, t1 - t0)
+        floor, client_floor = http_floor(filter_body, 2000, stack.tmp.name)
     finally:
         stack.close()
-    floor = http_floor(filter_body, 2000)
     return {
         "nodes": args.nodes,
         "pods": args.pods,
@@ -526,7 +567,11 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         "watch_events_per_pod": round(events / (args.pods * args.repeat), 2),
         **verbs,
         **split,
-        "http_floor": {"cpu_ms_per_request": round(floor, 3), "cpu_ms_per_pod": round(3 * floor, 3)},
+        "http_floor": {
+            "cpu_ms_per_request": round(floor, 3),
+            "client_cpu_ms_per_bind": round(client_floor, 3),
+            "cpu_ms_per_pod": round(3 * floor + client_floor, 3),
+        },
         "watch": {
             "events": touched,
             "cpu_us_per_event": round(max(0.0, wcpu - idle * wwall) / max(1, touched) * 1e6, 1),
