@@ -246,8 +246,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         return estimate
 
     def _expired(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
-        with np.errstate(invalid="ignore"):
-            return np.isnan(update) | (now - update >= self.args.node_metric_expiration_seconds)
+        # comparing NaN (no updateTime) raises no floating-point warning: no errstate (~3 us) needed
+        return np.isnan(update) | (now - update >= self.args.node_metric_expiration_seconds)
 
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
@@ -281,8 +281,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         estimated = table.column(_F_BASE[v])[sub_rows] + self.pod_estimate(state, pod)
         alloc = table.column(_ALLOC)[sub_rows]
         sub_thr = table.column(_F_THR[v])[sub_rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            percent = go_round(np.where(alloc != 0, estimated / np.where(alloc != 0, alloc, 1) * 100, 0.0))
+        # the divisor is never 0 (nodes without allocatable divide by 1 and are masked): no errstate needed
+        percent = go_round(np.where(alloc != 0, estimated / np.where(alloc != 0, alloc, 1) * 100, 0.0))
         exceed = (sub_thr != 0) & (alloc != 0) & (percent > sub_thr)
         bad = np.flatnonzero(exceed.any(axis=1))
         if len(bad):
