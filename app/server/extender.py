@@ -194,7 +194,8 @@ class ExtenderService:
             "Error": "",
         }
         if args.NodeNames is not None or args.Nodes is None:
-            result["NodeNames"] = [names[p] for p in passing_pos]
+            everyone = len(passing_pos) == len(names)  # every candidate passed: the request's own list
+            result["NodeNames"] = list(names) if everyone else [names[p] for p in passing_pos]
         else:
             items = args.Nodes.items
             result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
