@@ -119,3 +119,26 @@ def test_nobody_listening_is_a_connect_error() -> None:
         port = s.getsockname()[1]  # bound, never listening: connections are refused
         with pytest.raises(httpx.ConnectError):
             HttpPoster("127.0.0.1", port, timeout=5).post("/x", b"{}")
+
+
+CLOSING = [b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n1"]
+
+
+@pytest.mark.parametrize("server", [[CLOSING, _ok(b"2")]], indirect=True)
+def test_an_answer_closing_the_connection_makes_the_next_request_reconnect(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    assert poster.post("/a", b"{}") == (200, b"1")
+    assert poster.post("/b", b"{}") == (200, b"2")
+    assert server.connections == 2 and len(server.requests) == 2  # no failed try on the closed socket
+    poster.close()
+
+
+@pytest.mark.parametrize("server", [[_ok(b"{}")]], indirect=True)
+def test_send_passes_headers_and_adds_host_and_length_once(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    status, headers, body = poster.send("PUT", "/x", b"ab", {"X-A": "1", "content-length": "2"})
+    assert (status, body) == (200, b"{}") and ("content-type", "application/json") in headers
+    head = server.requests[0].split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert head[0] == b"PUT /x HTTP/1.1"
+    assert sorted(head[1:]) == sorted([b"Host: 127.0.0.1:%d" % server.port, b"X-A: 1", b"content-length: 2"])
+    poster.close()
