@@ -315,7 +315,8 @@ class Simulation:
         annotations = gang_annotations(gang, self.gang_wait) if gang is not None else None
         obj = pod_object(pod, arrival.name, arrival.uid, annotations)
         source = self.service.source
-        self.service.call(lambda: source.create_or_update(obj))
+        created = self.service.call(lambda: source.create_or_update(obj))
+        obj["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]  # as kube-scheduler's copy
         self.result.arrived_pods += 1
         self._pending.add(arrival.uid)
         vec = self._vector(pod)
