@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -146,6 +147,11 @@ class SimResult:
         return record
 
 
+#: The host and the score of one ``HostPriority`` of a ``/prioritize`` answer.
+_HOST = itemgetter("Host")
+_SCORE = itemgetter("Score")
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
@@ -197,8 +203,9 @@ class Simulation:
         self.fit = NodeFit(nodes)
         self.rows = {n.name: i for i, n in enumerate(nodes)}
         # the run's node order for ``order`` tie-breaks (its own stream: the arrival RNG is untouched)
-        order = np.random.default_rng([seed, 1]).permutation(len(nodes)).tolist()
-        self._rank = {n.name: r for n, r in zip(nodes, order, strict=True)}
+        # (row i has rank order[i]; node names as an object array, to pick the request's names in C)
+        self._rank = np.random.default_rng([seed, 1]).permutation(len(nodes)).astype(np.int64)
+        self._names = np.array(self.fit.names, dtype=object)
         self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
         self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
         self.fragmentation = fragmentation
@@ -388,8 +395,7 @@ class Simulation:
             reasons = self.fit.reasons(pod, vec)
             reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
             return None, f"node-fit: {reason}"
-        names = self.fit.names
-        answer = self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": [names[r] for r in rows.tolist()]})
+        answer = self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": self._names[rows].tolist()})
         if answer.get("Error"):
             return None, f"filter: {answer['Error']}"
         survivors: list[str] = answer.get("NodeNames") or []
@@ -398,16 +404,18 @@ class Simulation:
             return None, f"filter: {_most_common(failed)}" if failed else "filter: no node passed"
         if self.policy.prioritize and len(survivors) > 1:
             scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
-            values = np.array([h["Score"] for h in scores], dtype=np.int64)
+            hosts: list[str] = list(map(_HOST, scores))
+            values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
             top = np.flatnonzero(values == values.max())
             if self.tie_break == "order":
                 # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
                 # smallest is unique, so no second key is needed
-                node = min([str(scores[i]["Host"]) for i in top.tolist()], key=self._rank.__getitem__)
+                at = np.fromiter(map(self.rows.__getitem__, hosts), dtype=np.int64, count=len(hosts))
+                node = hosts[int(top[np.argmin(self._rank[at[top]])])]
             elif self.tie_break == "name":
-                node = min(str(scores[int(i)]["Host"]) for i in top)
+                node = min(hosts[i] for i in top.tolist())
             else:
-                node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
+                node = hosts[int(top[self.rng.integers(len(top))])]
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
         return node, ""
