@@ -433,7 +433,8 @@ class Simulation:
             reasons = self.fit.reasons(pod, vec)
             reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
             return None, f"node-fit: {reason}"
-        answer = await self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": self._names[rows].tolist()})
+        sent: list[str] = self._names[rows].tolist()
+        answer = await self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": sent})
         if answer.get("Error"):
             return None, f"filter: {answer['Error']}"
         survivors: list[str] = answer.get("NodeNames") or []
@@ -448,8 +449,12 @@ class Simulation:
             if self.tie_break == "order":
                 # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
                 # smallest is unique, so no second key is needed
-                at = np.fromiter(map(self.rows.__getitem__, hosts), dtype=np.int64, count=len(hosts))
-                node = hosts[int(top[np.argmin(self._rank[at[top]])])]
+                if hosts == sent:  # every node passed /filter: the hosts are the rows sent, in order
+                    at = rows[top]
+                else:
+                    best = [hosts[i] for i in top.tolist()]
+                    at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
+                node = hosts[int(top[np.argmin(self._rank[at])])]
             elif self.tie_break == "name":
                 node = min(hosts[i] for i in top.tolist())
             else:
