@@ -11,13 +11,15 @@ What it measures
     writes the profile for ``python -m pstats``).
 
 Targets: issue #3, the default trace at inflate 1.3, one seed, <= 90 s wall per policy on one core;
-issue 13, one FragmentationAware seed <= 30 s on one core.
+issue 13, one FragmentationAware seed <= 30 s on one core (``--cpu N`` pins the whole process, service
+and client, to CPU N: the figure of one core, steadier than an unpinned run on a shared machine).
 
 Run from the repository root::
 
     .venv/bin/python bench/sim.py [--policy FragmentationAware ...] [--seed 42] [--inflate 1.3]
         [--nodes ../shared/data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv]
         [--pods ../shared/data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv] [--limit N] [--profile]
+        [--cpu N]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import sys
 from pathlib import Path
@@ -106,7 +109,10 @@ def main() -> None:
     parser.add_argument("--tie-break", choices=("order", "name", "random"), help="default: order (static)")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-dump", metavar="PREFIX", help="with --profile: PREFIX-<policy>.prof")
+    parser.add_argument("--cpu", type=int, help="pin the process (service and client threads) to this CPU")
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # before the service's thread starts: it inherits the mask
     runs = [bench(p, args) for p in args.policy or list(POLICIES)]
     sys.stdout.write(orjson.dumps({"runs": runs}, option=orjson.OPT_INDENT_2).decode() + "\n")
 
