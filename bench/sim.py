@@ -6,17 +6,20 @@ What it measures
     time goes per verb: ``client_s`` (waiting on the HTTP call, client side) against ``server_s``
     (inside the handler, from the service's latency histogram); the difference is HTTP, ASGI and
     client overhead. ``other_s`` is the rest of the loop (pod creation in the source, node fit,
-    metrics). With ``--profile`` it adds the top functions by own time, client and server thread
-    (``--profile-dump PREFIX`` also writes both profiles for ``python -m pstats``).
+    metrics). With ``--profile`` it adds the top functions by own time of the server's thread, where
+    the sim's client runs too, as a coroutine on the server's loop (``--profile-dump PREFIX`` also
+    writes the profile for ``python -m pstats``).
 
 Targets: issue #3, the default trace at inflate 1.3, one seed, <= 90 s wall per policy on one core;
-issue 13, one FragmentationAware seed <= 30 s on one core.
+issue 13, one FragmentationAware seed <= 30 s on one core (``--cpu N`` pins the whole process, service
+and client, to CPU N: the figure of one core, steadier than an unpinned run on a shared machine).
 
 Run from the repository root::
 
     .venv/bin/python bench/sim.py [--policy FragmentationAware ...] [--seed 42] [--inflate 1.3]
         [--nodes ../shared/data/alibaba-gpu-v2023/csv/openb_node_list_gpu_node.csv]
         [--pods ../shared/data/alibaba-gpu-v2023/csv/openb_pod_list_default.csv] [--limit N] [--profile]
+        [--cpu N]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
 import sys
 from pathlib import Path
@@ -65,17 +69,14 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
             tie_break=args.tie_break or default_tie_break("static"),
         )
         sim.load_cluster()
-        client_prof, server_prof = cProfile.Profile(), cProfile.Profile()
+        prof = cProfile.Profile()
         if args.profile:
-            service.read(server_prof.enable)
-            client_prof.enable()
+            service.read(prof.enable)  # the loop's thread: the service and the sim's client
         result = sim.run(events)
         if args.profile:
-            client_prof.disable()
-            service.read(server_prof.disable)
+            service.read(prof.disable)
             if args.profile_dump:
-                client_prof.dump_stats(f"{args.profile_dump}-{policy_name}-client.prof")
-                server_prof.dump_stats(f"{args.profile_dump}-{policy_name}-server.prof")
+                prof.dump_stats(f"{args.profile_dump}-{policy_name}.prof")
     verbs = {
         v: {"client_s": round(result.client_seconds[v], 2), "server_s": round(result.server_seconds[v], 2)}
         for v in result.client_seconds
@@ -92,7 +93,7 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         "problems": len(result.problems),
     }
     if args.profile:
-        record["profile"] = {"client": _top(client_prof), "server": _top(server_prof)}
+        record["profile"] = {"loop": _top(prof, 24)}
     return record
 
 
@@ -107,8 +108,11 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N arrivals (0: all)")
     parser.add_argument("--tie-break", choices=("order", "name", "random"), help="default: order (static)")
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--profile-dump", metavar="PREFIX", help="with --profile: PREFIX-<policy>-{client,server}.prof")
+    parser.add_argument("--profile-dump", metavar="PREFIX", help="with --profile: PREFIX-<policy>.prof")
+    parser.add_argument("--cpu", type=int, help="pin the process (service and client threads) to this CPU")
     args = parser.parse_args()
+    if args.cpu is not None:
+        os.sched_setaffinity(0, {args.cpu})  # before the service's thread starts: it inherits the mask
     runs = [bench(p, args) for p in args.policy or list(POLICIES)]
     sys.stdout.write(orjson.dumps({"runs": runs}, option=orjson.OPT_INDENT_2).decode() + "\n")
 

@@ -1,5 +1,9 @@
 """One simulation run: a policy and a seed over a trace, every pod through the service's HTTP verbs.
 
+The run is a coroutine on the in-process service's event loop: its verbs go over real HTTP
+connections (:class:`~app.sim.transport.AsyncPoster`) to the uvicorn server on the same loop, and its
+source writes and cache reads are direct awaits there, without a thread switch per call.
+
 Per pod, as kube-scheduler with our extender (``nodeCacheCapable: true``) would: the pod is
 created in the source, kube-scheduler's own node fit (:mod:`app.sim.fit`) selects the feasible
 nodes, ``POST /filter`` with their names, ``POST /prioritize`` with the survivors (except for the
@@ -12,7 +16,7 @@ Gangs (:mod:`app.sim.gangs`; only when the run is given some): a member is creat
 it arrives and waits there (kube-scheduler's PreEnqueue would hold it: the gang lacks children) until
 its gang's last member arrived. Then, member after member in arrival order, as kube-scheduler's
 scheduling cycles: fit, ``/filter``, ``/prioritize``, the pod assumed in the sim's node fit, and its
-``/bind`` sent on its own connection (:class:`~app.sim.transport.PosterPool`) without waiting for the
+``/bind`` sent on its own connection (a task on the loop) without waiting for the
 answer; the next member starts once the service holds this one at Permit (or answered it), so every
 member's ``/filter`` sees the earlier ones assumed. Once a member fails, the gang's remaining members
 are not tried (a failed pod is not retried, so the gang cannot complete). The sim then waits for
@@ -27,11 +31,12 @@ arrived, the mean over the arrivals that round to them, as the authors compute i
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -47,9 +52,9 @@ from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
 from app.sim.gangs import DEFAULT_GANG_WAIT, GangStats, SimGang, check_gang_wait, gang_annotations
 from app.sim.objects import NAMESPACE, device_object, node_object, pod_object
 from app.sim.policies import Policy
-from app.sim.service import InProcessService
+from app.sim.service import READ_YIELDS, InProcessService
 from app.sim.trace import MILLI_PER_GPU, TraceNode, TracePod
-from app.sim.transport import PosterPool
+from app.sim.transport import AsyncPoster
 from app.sim.workload import Arrival, EventKind, SimEvent
 
 #: Arrived-workload percentages (of GPU capacity) reported in the JSON output.
@@ -146,6 +151,26 @@ class SimResult:
         return record
 
 
+#: Path of each verb.
+_PATHS = {verb: f"/{verb}" for verb in VERBS}
+#: The host and the score of one ``HostPriority`` of a ``/prioritize`` answer.
+_HOST = itemgetter("Host")
+_SCORE = itemgetter("Score")
+
+
+async def _settle() -> None:
+    """Yield the loop :data:`~app.sim.service.READ_YIELDS` turns, so that writes the service deferred to
+    tasks (a task, then its watch event, e.g. PreBind annotation patches) are applied before a read."""
+    for _ in range(READ_YIELDS):
+        await asyncio.sleep(0)
+
+
+async def _answered(poster: AsyncPoster, path: str, body: bytes) -> tuple[int, bytes, float]:
+    """``poster.post(path, body)`` and ``time.perf_counter()`` when the answer was read."""
+    status, content = await poster.post(path, body)
+    return status, content, time.perf_counter()
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
@@ -197,8 +222,9 @@ class Simulation:
         self.fit = NodeFit(nodes)
         self.rows = {n.name: i for i, n in enumerate(nodes)}
         # the run's node order for ``order`` tie-breaks (its own stream: the arrival RNG is untouched)
-        order = np.random.default_rng([seed, 1]).permutation(len(nodes)).tolist()
-        self._rank = {n.name: r for n, r in zip(nodes, order, strict=True)}
+        # (row i has rank order[i]; node names as an object array, to pick the request's names in C)
+        self._rank = np.random.default_rng([seed, 1]).permutation(len(nodes)).astype(np.int64)
+        self._names = np.array(self.fit.names, dtype=object)
         self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
         self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
         self.fragmentation = fragmentation
@@ -221,7 +247,8 @@ class Simulation:
             self.result.gangs = GangStats(planned=len({id(g) for g in gangs.values()}))
         self._gang_arrived: dict[str, list[tuple[Arrival, dict[str, Any], npt.NDArray[np.int64]]]] = {}
         self._gang_closed: set[str] = set()  # gangs scheduled or broken: members arriving later fail
-        self._binds: PosterPool | None = None
+        self._poster = AsyncPoster("127.0.0.1", service.port)  # the verb loop's connection (made per run)
+        self._gang_posters: list[AsyncPoster] = []  # a gang's binds in flight together, one connection each
 
     @property
     def allocated_milli(self) -> int:
@@ -254,23 +281,33 @@ class Simulation:
     def run(self, events: list[SimEvent]) -> SimResult:
         """Process ``events`` in order and return the result (also kept in :attr:`result`).
 
+        The run is a coroutine on the service's own event loop (``progress`` is called there): its
+        verbs go over real HTTP connections to the server without a thread switch per call.
+
         Raises:
             VerbError: the service answered a verb with an HTTP error.
         """
+        return self.service.call(lambda: self._run(events))
+
+    async def _run(self, events: list[SimEvent]) -> SimResult:
         start = time.perf_counter()
         before = self._server_seconds()
-        self._record_fragmentation()
-        for i, event in enumerate(events):
-            if event.kind is EventKind.ARRIVE:
-                self._arrive(event)
-            else:
-                self._depart(event)
-            if self.progress is not None and i % 64 == 0:
-                self.progress(i)
-        self.result.wall_seconds = time.perf_counter() - start
-        if self._binds is not None:
-            self._binds.close()
-            self._binds = None
+        self._poster = AsyncPoster("127.0.0.1", self.service.port)
+        try:
+            await self._record_fragmentation()
+            for i, event in enumerate(events):
+                if event.kind is EventKind.ARRIVE:
+                    await self._arrive(event)
+                else:
+                    await self._depart(event)
+                if self.progress is not None and i % 64 == 0:
+                    self.progress(i)
+            self.result.wall_seconds = time.perf_counter() - start
+        finally:
+            self._poster.close()
+            for poster in self._gang_posters:
+                poster.close()
+            self._gang_posters.clear()
         if self.capacity:
             self.result.curve = allocation_curve(self._arrived_log, self._allocated_log, self.capacity)
         for point, samples in self._frag_samples.items():
@@ -280,12 +317,16 @@ class Simulation:
         self.result.server_seconds = {v: after[v] - before[v] for v in VERBS}
         if self.progress is not None:
             self.progress(len(events))
-        self.result.problems = self.check()
+        self.result.problems = await self._check()
         return self.result
 
     def check(self) -> list[str]:
         """The service's GPU accounting problems now (empty list: consistent); see :func:`check_allocations`."""
-        problems = self.service.read(lambda: check_allocations(self.service.state.cache, self.rows, self.gpus))
+        return self.service.call(self._check)
+
+    async def _check(self) -> list[str]:
+        await _settle()
+        problems = check_allocations(self.service.state.cache, self.rows, self.gpus)
         if self._allocated > self.capacity:
             problems.append(f"allocated {self._allocated} milli-GPU above capacity {self.capacity}")
         return problems
@@ -294,8 +335,12 @@ class Simulation:
         """Per-slot GPU use now, as the service's annotations record it: what
         :func:`app.sim.allocations.read_gpu_usage` reads, re-reading only the pods bound or deleted
         since the last call (:class:`~app.sim.allocations.GpuUsageTracker`)."""
+        return self.service.call(self._gpu_usage)
+
+    async def _gpu_usage(self) -> GpuUsage:
         changed, self._usage_changed = self._usage_changed, []
-        return self.service.read(lambda: self._usage.update(self.service.state.cache, changed))
+        await _settle()
+        return self._usage.update(self.service.state.cache, changed)
 
     def _server_seconds(self) -> dict[str, float]:
         registry = self.service.state.metrics.registry
@@ -308,21 +353,22 @@ class Simulation:
             vec = self._vectors[id(pod)] = pod_vector(pod)
         return vec
 
-    def _arrive(self, event: SimEvent) -> None:
+    async def _arrive(self, event: SimEvent) -> None:
         arrival = event.arrival
         pod = arrival.pod
         gang = self.gangs.get(arrival.uid)
         annotations = gang_annotations(gang, self.gang_wait) if gang is not None else None
         obj = pod_object(pod, arrival.name, arrival.uid, annotations)
-        source = self.service.source
-        self.service.call(lambda: source.create_or_update(obj))
+        created = await self.service.source.create_or_update(obj)
+        await asyncio.sleep(0)  # deliver the watch event the write scheduled with call_soon
+        obj["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]  # as kube-scheduler's copy
         self.result.arrived_pods += 1
         self._pending.add(arrival.uid)
         vec = self._vector(pod)
         if gang is not None:
-            self._gang_arrive(gang, arrival, obj, vec)
+            await self._gang_arrive(gang, arrival, obj, vec)
         else:
-            node = self._schedule(pod, obj, vec)
+            node = await self._schedule(pod, obj, vec)
             if node is not None:
                 row = self.rows[node]
                 self.fit.add(row, vec)
@@ -330,7 +376,7 @@ class Simulation:
         self._arrived += pod.gpu_total_milli
         self._arrived_log.append(self._arrived)
         self._allocated_log.append(self._allocated)
-        self._record_fragmentation()
+        await self._record_fragmentation()
 
     def _record_bound(self, arrival: Arrival, row: int, vec: npt.NDArray[np.int64]) -> None:
         """``arrival`` is bound on node ``row`` (already added to the node fit)."""
@@ -340,7 +386,7 @@ class Simulation:
         self._allocated += arrival.pod.gpu_total_milli
         self.result.scheduled_pods += 1
 
-    def _depart(self, event: SimEvent) -> None:
+    async def _depart(self, event: SimEvent) -> None:
         arrival = event.arrival
         bound = self._bound.pop(arrival.uid, None)
         if bound is None and arrival.uid not in self._pending:
@@ -349,30 +395,30 @@ class Simulation:
         if gang is not None and gang.name in self._gang_arrived:
             self._break_gang(gang)
         self._pending.discard(arrival.uid)
-        source = self.service.source
-        self.service.call(lambda: source.delete("Pod", arrival.name, namespace=NAMESPACE))
+        await self.service.source.delete("Pod", arrival.name, namespace=NAMESPACE)
+        await asyncio.sleep(0)  # deliver the DELETED event
         self._usage_changed.append(arrival.uid)
         if bound is not None:
             row, vec, milli = bound
             self.fit.remove(row, vec)
             self._allocated -= milli
 
-    def _post(self, verb: str, body: dict[str, Any]) -> Any:
+    async def _post(self, verb: str, body: dict[str, Any]) -> Any:
         t0 = time.perf_counter()
-        status, content = self.service.poster.post(f"/{verb}", orjson.dumps(body))
+        status, content = await self._poster.post(_PATHS[verb], orjson.dumps(body))
         self.result.client_seconds[verb] += time.perf_counter() - t0
         if status != 200:
             raise VerbError(f"/{verb} answered {status}: {content.decode(errors='replace')}")
         return orjson.loads(content)
 
-    def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
+    async def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
         """Schedule one pod; the chosen node, or None with the failure recorded."""
-        node, reason = self._choose(pod, obj, vec)
+        node, reason = await self._choose(pod, obj, vec)
         if node is None:
             self.result.failed[reason] += 1
             return None
         meta = obj["metadata"]
-        bound = self._post(
+        bound = await self._post(
             "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
         )
         if bound.get("Error"):
@@ -380,15 +426,15 @@ class Simulation:
             return None
         return node
 
-    def _choose(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> tuple[str | None, str]:
+    async def _choose(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> tuple[str | None, str]:
         """kube-scheduler's scheduling cycle for one pod: (the chosen node, "") or (None, the failure reason)."""
         rows = self.fit.feasible(pod, vec)
         if len(rows) == 0:
             reasons = self.fit.reasons(pod, vec)
             reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
             return None, f"node-fit: {reason}"
-        names = self.fit.names
-        answer = self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": [names[r] for r in rows.tolist()]})
+        sent: list[str] = self._names[rows].tolist()
+        answer = await self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": sent})
         if answer.get("Error"):
             return None, f"filter: {answer['Error']}"
         survivors: list[str] = answer.get("NodeNames") or []
@@ -396,23 +442,31 @@ class Simulation:
             failed = {**(answer.get("FailedNodes") or {}), **(answer.get("FailedAndUnresolvableNodes") or {})}
             return None, f"filter: {_most_common(failed)}" if failed else "filter: no node passed"
         if self.policy.prioritize and len(survivors) > 1:
-            scores = self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
-            values = np.array([h["Score"] for h in scores], dtype=np.int64)
+            scores = await self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
+            hosts: list[str] = list(map(_HOST, scores))
+            values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
             top = np.flatnonzero(values == values.max())
             if self.tie_break == "order":
                 # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
                 # smallest is unique, so no second key is needed
-                node = min([str(scores[i]["Host"]) for i in top.tolist()], key=self._rank.__getitem__)
+                if hosts == sent:  # every node passed /filter: the hosts are the rows sent, in order
+                    at = rows[top]
+                else:
+                    best = [hosts[i] for i in top.tolist()]
+                    at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
+                node = hosts[int(top[np.argmin(self._rank[at])])]
             elif self.tie_break == "name":
-                node = min(str(scores[int(i)]["Host"]) for i in top)
+                node = min(hosts[i] for i in top.tolist())
             else:
-                node = str(scores[int(top[self.rng.integers(len(top))])]["Host"])
+                node = hosts[int(top[self.rng.integers(len(top))])]
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
         return node, ""
 
     # ------------------------------------------------------------------ gangs
-    def _gang_arrive(self, gang: SimGang, arrival: Arrival, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> None:
+    async def _gang_arrive(
+        self, gang: SimGang, arrival: Arrival, obj: dict[str, Any], vec: npt.NDArray[np.int64]
+    ) -> None:
         """A member arrived: kept until its gang's last member arrives, then the gang is scheduled."""
         if gang.name in self._gang_closed:
             self.result.failed[GANG_BROKEN_REASON] += 1
@@ -422,7 +476,7 @@ class Simulation:
         if len(arrived) == gang.size:
             del self._gang_arrived[gang.name]
             self._gang_closed.add(gang.name)
-            self._schedule_gang(gang, arrived)
+            await self._schedule_gang(gang, arrived)
 
     def _break_gang(self, gang: SimGang) -> None:
         """A member of ``gang`` left before the gang was complete: its arrived members fail, so will the rest."""
@@ -443,21 +497,19 @@ class Simulation:
             reason = reason.replace(name, "<member>")
         return reason
 
-    def _schedule_gang(
+    async def _schedule_gang(
         self, gang: SimGang, members: list[tuple[Arrival, dict[str, Any], npt.NDArray[np.int64]]]
     ) -> None:
         """Schedule every member of ``gang`` and wait for all of their binds (see the module docstring)."""
-        if self._binds is None:
-            largest = max((g.size for g in self.gangs.values()), default=1)
-            self._binds = PosterPool("127.0.0.1", self.service.port, largest, timeout=self.gang_wait + 60.0)
-        binds = self._binds
-        inflight: list[tuple[Arrival, int, npt.NDArray[np.int64], float, Future[tuple[int, bytes, float]]]] = []
+        while len(self._gang_posters) < len(members):  # one connection per bind in flight
+            self._gang_posters.append(AsyncPoster("127.0.0.1", self.service.port, timeout=self.gang_wait + 60.0))
+        inflight: list[tuple[Arrival, int, npt.NDArray[np.int64], float, asyncio.Task[tuple[int, bytes, float]]]] = []
         failed = fail_fast = False
         for arrival, obj, vec in members:
             if failed:
                 self.result.failed[GANG_NOT_TRIED_REASON] += 1
                 continue
-            node, reason = self._choose(arrival.pod, obj, vec)
+            node, reason = await self._choose(arrival.pod, obj, vec)
             if node is None:
                 failed = True
                 fail_fast = FAIL_FAST_MARK in reason
@@ -467,12 +519,14 @@ class Simulation:
             self.fit.add(row, vec)  # kube-scheduler assumes the pod before its binding cycle
             body = {"PodName": arrival.name, "PodNamespace": NAMESPACE, "PodUID": arrival.uid, "Node": node}
             sent = time.perf_counter()
-            future = binds.submit("/bind", orjson.dumps(body))
-            self._await_permit(arrival.uid, future)
-            inflight.append((arrival, row, vec, sent, future))
+            task = asyncio.ensure_future(
+                _answered(self._gang_posters[len(inflight)], _PATHS["bind"], orjson.dumps(body))
+            )
+            await self._await_permit(arrival.uid, task)
+            inflight.append((arrival, row, vec, sent, task))
         held = 0.0
-        for arrival, row, vec, sent, future in inflight:
-            status, content, answered = future.result()
+        for arrival, row, vec, sent, task in inflight:
+            status, content, answered = await task
             self.result.client_seconds["bind"] += answered - sent
             if status != 200:
                 raise VerbError(f"/bind answered {status}: {content.decode(errors='replace')}")
@@ -491,17 +545,18 @@ class Simulation:
             stats.completed += not failed
             stats.fail_fast += fail_fast
 
-    def _await_permit(self, uid: str, future: Future[tuple[int, bytes, float]]) -> None:
+    async def _await_permit(self, uid: str, task: asyncio.Task[tuple[int, bytes, float]]) -> None:
         """Return once the service holds pod ``uid`` at Permit (assumed: the next member's ``/filter`` sees
         it) or answered its ``/bind``."""
         waiting = self.service.state.framework.waiting_pods
-        while not future.done():
-            if self.service.read(lambda: waiting.get(uid) is not None):
+        while not task.done():
+            await _settle()
+            if waiting.get(uid) is not None:
                 return
-            time.sleep(PERMIT_POLL_SECONDS)
+            await asyncio.sleep(PERMIT_POLL_SECONDS)
 
     # ------------------------------------------------------------------ metrics
-    def _record_fragmentation(self) -> None:
+    async def _record_fragmentation(self) -> None:
         """Fragmentation after the latest arrival, measured at most once per arrival.
 
         Each arrival whose arrived ratio rounds to one of :data:`FRAGMENTATION_POINTS` adds a sample;
@@ -513,19 +568,19 @@ class Simulation:
             return
         point = round(self._arrived * 100 / self.capacity)
         samples = self._frag_samples.get(point) if self.fragmentation is not None else None
-        value = self._fragmentation() if samples is not None else None
+        value = await self._fragmentation() if samples is not None else None
         if samples is not None and value is not None:
             samples.append(value)
         while self._arrived * 100 >= self._next_point * self.capacity:
             if self._next_point in FRAGMENTATION_POINTS:
-                crossed = value if samples is not None and point == self._next_point else self._fragmentation()
+                crossed = value if samples is not None and point == self._next_point else await self._fragmentation()
                 self.result.frag[self._next_point] = crossed
             self._next_point += 1
 
-    def _fragmentation(self) -> float | None:
+    async def _fragmentation(self) -> float | None:
         if self.fragmentation is None:
             return None
-        usage = self.gpu_usage()
+        usage = await self._gpu_usage()
         if usage.unannotated_pods:
             return None  # the service recorded no per-GPU placement (DeviceShare inactive)
         free = self.fit.allocatable - self.fit.requested

@@ -4,8 +4,8 @@
 port (uvloop and httptools when installed, as ``koord scheduler`` does), waits for ``/readyz``, and
 offers :meth:`InProcessService.call` to run a coroutine or function on the server's event loop
 (source writes and cache reads must happen there) plus one keep-alive httpx client (over
-:class:`~app.sim.transport.KeepAliveTransport`) and, for the verb loop, an
-:class:`~app.sim.transport.HttpPoster` on its own connection.
+:class:`~app.sim.transport.KeepAliveTransport`). The verb loop runs on the server's loop
+(:meth:`app.sim.run.Simulation.run`) with its own connections.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from app.framework.config import SchedulerConfig
 from app.server.app import create_app
 from app.server.state import ServiceState
 from app.sim.source import SimSource
-from app.sim.transport import HttpPoster, KeepAliveTransport
+from app.sim.transport import KeepAliveTransport
 
 T = TypeVar("T")
 
@@ -82,8 +82,6 @@ class InProcessService:
             headers={"Content-Type": "application/json"},
             transport=KeepAliveTransport("127.0.0.1", self.port),
         )
-        #: the verb loop's client: bare JSON POSTs on their own kept-alive connection
-        self.poster = HttpPoster("127.0.0.1", self.port)
 
     async def _capture_loop(self, state: ServiceState) -> None:
         """A service-lifetime background task whose only job is to learn the server's loop."""
@@ -117,7 +115,6 @@ class InProcessService:
     def close(self) -> None:
         """Stop the server, join its thread and remove the temporary directory."""
         self.client.close()
-        self.poster.close()
         self.server.should_exit = True
         if self.thread.is_alive():
             self.thread.join(timeout=15)

@@ -1,5 +1,6 @@
-"""The verb loop's HTTP poster (http.client) against a scripted socket server: what it sends, Content-Length
-and chunked answers, answers split over many packets, reconnecting after the server closed, errors."""
+"""The HTTP posters (blocking :class:`HttpPoster`, and :class:`AsyncPoster` of the verb loop) against a scripted
+socket server: what they send, Content-Length and chunked answers, answers split over many packets,
+reconnecting after the server closed, errors."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.sim.transport import HttpPoster
+from app.sim.transport import AsyncPoster, HttpPoster
 
 
 class ScriptedServer:
@@ -119,3 +120,66 @@ def test_nobody_listening_is_a_connect_error() -> None:
         port = s.getsockname()[1]  # bound, never listening: connections are refused
         with pytest.raises(httpx.ConnectError):
             HttpPoster("127.0.0.1", port, timeout=5).post("/x", b"{}")
+
+
+CLOSING = [b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n1"]
+
+
+@pytest.mark.parametrize("server", [[CLOSING, _ok(b"2")]], indirect=True)
+def test_an_answer_closing_the_connection_makes_the_next_request_reconnect(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    assert poster.post("/a", b"{}") == (200, b"1")
+    assert poster.post("/b", b"{}") == (200, b"2")
+    assert server.connections == 2 and len(server.requests) == 2  # no failed try on the closed socket
+    poster.close()
+
+
+@pytest.mark.parametrize("server", [[_ok(b"{}")]], indirect=True)
+def test_send_passes_headers_and_adds_host_and_length_once(server: ScriptedServer) -> None:
+    poster = HttpPoster("127.0.0.1", server.port)
+    status, headers, body = poster.send("PUT", "/x", b"ab", {"X-A": "1", "content-length": "2"})
+    assert (status, body) == (200, b"{}") and ("content-type", "application/json") in headers
+    head = server.requests[0].split(b"\r\n\r\n")[0].split(b"\r\n")
+    assert head[0] == b"PUT /x HTTP/1.1"
+    assert sorted(head[1:]) == sorted([b"Host: 127.0.0.1:%d" % server.port, b"X-A: 1", b"content-length: 2"])
+    poster.close()
+
+
+@pytest.mark.parametrize("server", [[_ok(b'{"n":1}'), SPLIT, CHUNKED, CLOSING, _ok(b"2")]], indirect=True)
+async def test_async_poster_reads_every_framing_and_reconnects_after_a_closing_answer(server: ScriptedServer) -> None:
+    poster = AsyncPoster("127.0.0.1", server.port)
+    assert await poster.post("/filter", b'{"Pod":{}}') == (200, b'{"n":1}')
+    assert await poster.post("/prioritize", b"{}") == (200, b'{"a": [1,2]}')
+    assert await poster.post("/bind", b"[]") == (404, b'{"m":"x"}')
+    assert await poster.post("/a", b"{}") == (200, b"1")  # Connection: close
+    assert await poster.post("/b", b"{}") == (200, b"2")
+    poster.close()
+    assert server.connections == 2 and len(server.requests) == 5
+    first = server.requests[0]
+    assert first.startswith(b"POST /filter HTTP/1.1\r\n")
+    assert b"\r\nContent-Type: application/json\r\n" in first and b"\r\nContent-Length: 10\r\n" in first
+    assert first.endswith(b'\r\n\r\n{"Pod":{}}')
+
+
+@pytest.mark.parametrize("server", [[_ok(b"1"), None, _ok(b"2")]], indirect=True)
+async def test_async_poster_reconnects_once_when_the_server_closed(server: ScriptedServer) -> None:
+    poster = AsyncPoster("127.0.0.1", server.port)
+    assert await poster.post("/a", b"{}") == (200, b"1")
+    assert await poster.post("/b", b"{}") == (200, b"2")  # the first try hit the closed connection
+    assert [r.split(b" ")[1] for r in server.requests] == [b"/a", b"/b", b"/b"]
+    poster.close()
+
+
+@pytest.mark.parametrize("server", [[None, None]], indirect=True)
+async def test_async_poster_server_closing_twice_is_a_read_error(server: ScriptedServer) -> None:
+    poster = AsyncPoster("127.0.0.1", server.port, timeout=5)
+    with pytest.raises(httpx.ReadError, match="POST /x: RemoteDisconnected"):
+        await poster.post("/x", b"{}")
+
+
+async def test_async_poster_nobody_listening_is_a_connect_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(httpx.ConnectError):
+            await AsyncPoster("127.0.0.1", port, timeout=5).post("/x", b"{}")

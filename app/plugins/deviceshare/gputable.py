@@ -109,26 +109,30 @@ class GPUTable:
         self._stamp(row)
 
     def write(self, row: int, node: NodeDevice) -> None:
-        """Write ``node``'s devices and free amounts into ``row``."""
+        """Write ``node``'s devices and free amounts into ``row`` (one slice assignment per field: the
+        row is rewritten on every pod bound or released on the node)."""
         minors = sorted(node.gpus)
         self.ensure(row + 1, len(minors))
         self.clear(row)
         self.has_device[row] = node.has_device
-        self.gpu_count[row] = len(minors)
-        for slot, minor in enumerate(minors):
-            total = node.total(minor)
-            free = node.free(minor)
-            self.minor[row, slot] = minor
-            self.core_total[row, slot] = total.get(n.RESOURCE_GPU_CORE, 0)
-            self.ratio_total[row, slot] = total.get(n.RESOURCE_GPU_MEMORY_RATIO, 0)
-            self.mem_total[row, slot] = total.get(n.RESOURCE_GPU_MEMORY, 0)
-            self.core_free[row, slot] = free.get(n.RESOURCE_GPU_CORE, 0)
-            self.ratio_free[row, slot] = free.get(n.RESOURCE_GPU_MEMORY_RATIO, 0)
-            self.mem_free[row, slot] = free.get(n.RESOURCE_GPU_MEMORY, 0)
-            self.usable[row, slot] = bool(total) and any(free.values())
-            self.milli[row, slot] = _milli(total, free)
-            healthy = any(total.get(r, 0) > 0 for r in _GPU_RESOURCES)
-            self.live[row, slot] = healthy and any(free.get(r, 0) > 0 for r in _GPU_RESOURCES)
+        k = self.gpu_count[row] = len(minors)
+        if k == 0:
+            return
+        totals = [node.total(minor) for minor in minors]
+        frees = [node.free(minor) for minor in minors]
+        self.minor[row, :k] = minors
+        self.core_total[row, :k] = [t.get(n.RESOURCE_GPU_CORE, 0) for t in totals]
+        self.ratio_total[row, :k] = [t.get(n.RESOURCE_GPU_MEMORY_RATIO, 0) for t in totals]
+        self.mem_total[row, :k] = [t.get(n.RESOURCE_GPU_MEMORY, 0) for t in totals]
+        self.core_free[row, :k] = [f.get(n.RESOURCE_GPU_CORE, 0) for f in frees]
+        self.ratio_free[row, :k] = [f.get(n.RESOURCE_GPU_MEMORY_RATIO, 0) for f in frees]
+        self.mem_free[row, :k] = [f.get(n.RESOURCE_GPU_MEMORY, 0) for f in frees]
+        self.usable[row, :k] = [bool(t) and any(f.values()) for t, f in zip(totals, frees, strict=True)]
+        self.milli[row, :k] = [_milli(t, f) for t, f in zip(totals, frees, strict=True)]
+        self.live[row, :k] = [
+            any(t.get(r, 0) > 0 for r in _GPU_RESOURCES) and any(f.get(r, 0) > 0 for r in _GPU_RESOURCES)
+            for t, f in zip(totals, frees, strict=True)
+        ]
 
     def free_milli(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """(len(rows), G) free GPU milli per slot for the fragmentation model: ``10*min(core, ratio)`` of
