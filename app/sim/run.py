@@ -304,9 +304,9 @@ class Simulation:
                     self.progress(i)
             self.result.wall_seconds = time.perf_counter() - start
         finally:
-            self._poster.close()
+            await self._poster.aclose()
             for poster in self._gang_posters:
-                poster.close()
+                await poster.aclose()
             self._gang_posters.clear()
         if self.capacity:
             self.result.curve = allocation_curve(self._arrived_log, self._allocated_log, self.capacity)
