@@ -52,7 +52,7 @@ from app.sim.fragmentation import FragmentationFn, fragmentation_ratio
 from app.sim.gangs import DEFAULT_GANG_WAIT, GangStats, SimGang, check_gang_wait, gang_annotations
 from app.sim.objects import NAMESPACE, device_object, node_object, pod_object
 from app.sim.policies import Policy
-from app.sim.service import READ_YIELDS, InProcessService
+from app.sim.service import InProcessService, settle
 from app.sim.trace import MILLI_PER_GPU, TraceNode, TracePod
 from app.sim.transport import AsyncPoster
 from app.sim.workload import Arrival, EventKind, SimEvent
@@ -158,13 +158,6 @@ _HOST = itemgetter("Host")
 _SCORE = itemgetter("Score")
 
 
-async def _settle() -> None:
-    """Yield the loop :data:`~app.sim.service.READ_YIELDS` turns, so that writes the service deferred to
-    tasks (a task, then its watch event, e.g. PreBind annotation patches) are applied before a read."""
-    for _ in range(READ_YIELDS):
-        await asyncio.sleep(0)
-
-
 async def _answered(poster: AsyncPoster, path: str, body: bytes) -> tuple[int, bytes, float]:
     """``poster.post(path, body)`` and ``time.perf_counter()`` when the answer was read."""
     status, content = await poster.post(path, body)
@@ -247,7 +240,7 @@ class Simulation:
             self.result.gangs = GangStats(planned=len({id(g) for g in gangs.values()}))
         self._gang_arrived: dict[str, list[tuple[Arrival, dict[str, Any], npt.NDArray[np.int64]]]] = {}
         self._gang_closed: set[str] = set()  # gangs scheduled or broken: members arriving later fail
-        self._poster = AsyncPoster("127.0.0.1", service.port)  # the verb loop's connection (made per run)
+        self._poster = AsyncPoster("127.0.0.1", service.port)  # the verb loop's connection (closed after each run)
         self._gang_posters: list[AsyncPoster] = []  # a gang's binds in flight together, one connection each
 
     @property
@@ -292,7 +285,6 @@ class Simulation:
     async def _run(self, events: list[SimEvent]) -> SimResult:
         start = time.perf_counter()
         before = self._server_seconds()
-        self._poster = AsyncPoster("127.0.0.1", self.service.port)
         try:
             await self._record_fragmentation()
             for i, event in enumerate(events):
@@ -325,7 +317,7 @@ class Simulation:
         return self.service.call(self._check)
 
     async def _check(self) -> list[str]:
-        await _settle()
+        await settle()
         problems = check_allocations(self.service.state.cache, self.rows, self.gpus)
         if self._allocated > self.capacity:
             problems.append(f"allocated {self._allocated} milli-GPU above capacity {self.capacity}")
@@ -339,7 +331,7 @@ class Simulation:
 
     async def _gpu_usage(self) -> GpuUsage:
         changed, self._usage_changed = self._usage_changed, []
-        await _settle()
+        await settle()
         return self._usage.update(self.service.state.cache, changed)
 
     def _server_seconds(self) -> dict[str, float]:
@@ -550,7 +542,7 @@ class Simulation:
         it) or answered its ``/bind``."""
         waiting = self.service.state.framework.waiting_pods
         while not task.done():
-            await _settle()
+            await settle()
             if waiting.get(uid) is not None:
                 return
             await asyncio.sleep(PERMIT_POLL_SECONDS)

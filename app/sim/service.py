@@ -49,6 +49,13 @@ def listening_socket() -> socket.socket:
     return sock
 
 
+async def settle() -> None:
+    """Yield the loop :data:`READ_YIELDS` turns, so that writes the service deferred to tasks (a task,
+    then its watch event, e.g. PreBind annotation patches) are applied before a read of the cache."""
+    for _ in range(READ_YIELDS):
+        await asyncio.sleep(0)
+
+
 class InProcessService:
     """Context manager: start on enter, stop on exit.
 
@@ -139,8 +146,7 @@ class InProcessService:
         """Run the plain function ``fn()`` on the server's loop (a consistent view of the cache)."""
 
         async def run() -> T:
-            for _ in range(READ_YIELDS):
-                await asyncio.sleep(0)  # let deferred writes (e.g. PreBind annotation patches) land first
+            await settle()
             return fn()
 
         return self.call(run)
