@@ -247,7 +247,7 @@ class ServiceApp(FastAPI):
         if front is not None and scope["type"] == "http" and scope["path"] in VERBS:
             await front(scope, receive, send)
             return
-        await super().__call__(scope, receive, send)
+        await self.stack_call(scope, receive, send)
 
     async def stack_call(self, scope: Scope, receive: Receive, send: Send) -> None:
         """FastAPI's own handling of a request: the middleware stack, then the routes."""

@@ -4,10 +4,11 @@ Bodies and answers follow k8s.io/kube-scheduler/extender/v1 (see :mod:`app.api.e
 Malformed bodies get HTTP 400 ``{"message": ...}`` and change nothing.
 
 The verbs are FastAPI routes (the OpenAPI schema, client-certificate rules and tests see them
-there), and :class:`VerbFastPath`, an ASGI middleware inside the client-certificate check, answers
-the same requests with the same handlers without FastAPI's routing, dependency solving and
-``Request``/``Response`` objects: those cost ~0.2 ms of CPU per call, a sixth of a pod's
-scheduling cost, on calls kube-scheduler makes three times per pod (issue 13).
+there), and :class:`VerbFastPath`, in front of FastAPI altogether (behind the client-certificate
+check; :class:`app.server.app.ServiceApp`), answers the same requests with the same handlers without
+FastAPI's middleware stack, routing, dependency solving and ``Request``/``Response`` objects: those
+cost ~0.2 ms of CPU per call, a sixth of a pod's scheduling cost, on calls kube-scheduler makes three
+times per pod (issue 13).
 """
 
 from __future__ import annotations
@@ -98,9 +99,10 @@ class VerbFastPath:
 
     Same handlers, answers, metrics and body limit as the routes (an announced or streamed body over
     ``max_body_size`` bytes gets the JSON 413 of :mod:`app.server.bodylimit`); anything else goes on
-    to ``app``. Install it inside :class:`~app.server.clientauth.ClientAuthMiddleware` so callers
-    are checked first. An exception a handler raises propagates (answered 500 by the server-error
-    middleware, as for the routes).
+    to ``app``. Install it behind :class:`~app.server.clientauth.ClientAuthMiddleware` so callers
+    are checked first. An exception a handler raises (a bug: bad input is answered 400) propagates
+    to the ASGI server, which logs it and answers a plain 500, as Starlette's server-error
+    middleware does for the routes.
 
     Args:
         app: the rest of the application.
