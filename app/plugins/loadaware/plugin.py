@@ -42,6 +42,7 @@ from app.framework.interfaces import (
 from app.framework.status import Status
 from app.plugins.loadaware.args import LoadAwareSchedulingArgs, decode_args
 from app.plugins.loadaware.estimator import estimate_pod, estimation_deadline, node_allocatable
+from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.nodeload import AssignInfo, NodeLoad
 from app.plugins.loadaware.profile import FilterProfile, profile_for_node, profile_from_args
@@ -59,12 +60,12 @@ _ESTIMATE_KEY = NAME + "/IncomingPodEstimated"
 # Node table columns owned by this plugin.
 _ALLOC, _STATE, _UPDATE = "la:alloc", "la:state", "la:update"
 _PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
-# What Filter compares per node, chosen when the node's row is written, once for pods that are not
-# prod (index 0) and once for prod pods (index 1): the thresholds, the base usage the pod's estimate
-# is added to, whether those are the aggregated ones (the reason's wording), and whether the node is
-# checked at all (some threshold set and a NodeMetric present).
-_F_THR = ("la:f_thr", "la:f_thr_prod")
-_F_BASE = ("la:f_base", "la:f_base_prod")
+# What Filter compares per node, worked out when the node's row is written, once for pods that are
+# not prod (index 0) and once for prod pods (index 1): per resource, the largest pod estimate that still
+# passes the chosen threshold (headroom.largest_fitting_estimate; UNLIMITED where nothing is checked),
+# whether the thresholds are the aggregated ones (the reason's wording), and whether the node's
+# NodeMetric is checked at all (some threshold set and a NodeMetric present: the expiry test).
+_F_LIM = ("la:f_lim", "la:f_lim_prod")
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
 
@@ -75,14 +76,6 @@ _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
 def _is_reserve_pod(pod: PodInfo) -> bool:
     """A reservation's fake pod (``reservationutil.IsReservePod``); never tracked as assigned."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
-
-
-def go_round(x: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
-    """Element-wise Go ``math.Round``: half away from zero (numpy's ``round`` is half to even)."""
-    t = np.trunc(x)
-    frac = x - t
-    step = np.where(frac >= 0.5, 1.0, np.where(frac <= -0.5, -1.0, 0.0))
-    return (t + step).astype(np.int64)
 
 
 class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
@@ -101,6 +94,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self.weights: npt.NDArray[np.int64] | None = np.array(weights, dtype=np.int64)
         if args.dominant_resource_weight == 0 and is_empty(weights):
             self.weights = None
+        self._weight_sum = int(sum(weights))
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
@@ -108,7 +102,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
         table = handle.snapshot.table
-        for key in (_ALLOC, _PLAIN, _PROD, _SAGG, *_F_THR, *_F_BASE):
+        for key in (_ALLOC, _PLAIN, _PROD, _SAGG, *_F_LIM):
             table.column(key, np.int64, (r,))
         table.column(_STATE, np.int8)
         table.column(_UPDATE, np.float64)
@@ -196,15 +190,18 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             if row is None or node is None:
                 continue
             profile = self.profiles.get(name, self.default_profile)
-            table.column(_ALLOC)[row] = self.vec.from_values(node_allocatable(node))
+            alloc = self.vec.from_values(node_allocatable(node))
+            table.column(_ALLOC)[row] = alloc
             load = self.loads.get(name)
             metric = load.metric if load is not None else None
             if load is None or metric is None:
                 table.column(_STATE)[row] = _NO_METRIC
                 for v in (0, 1):
                     table.column(_F_ON[v])[row] = False
+                    table.column(_F_LIM[v])[row] = UNLIMITED
                 continue
-            table.column(_STATE)[row] = _HAS_METRIC if metric.node_usage is not None else _NIL_NODE_METRIC
+            has_usage = metric.node_usage is not None
+            table.column(_STATE)[row] = _HAS_METRIC if has_usage else _NIL_NODE_METRIC
             table.column(_UPDATE)[row] = metric.update_time
             plain: Vec | int = load.plain_base() or 0
             prod = load.prod_base()
@@ -221,6 +218,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             # Filter's choice (upstream's filterNodeUsage / filterProdUsage): prod pods take the prod
             # thresholds when any is set; otherwise the aggregated profile when there is one; else plain.
             use_prod = not is_empty(profile.prod)
+            limits: tuple[Vec | int, Vec, list[int]] | None = None  # (base, thresholds, cut-offs) last worked out
             for v, prod_pod in ((0, False), (1, True)):
                 base_v: Vec | int
                 if prod_pod and use_prod:
@@ -229,10 +227,19 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                     thr, base_v, aggregated = agg.thresholds, agg_base, True
                 else:
                     thr, base_v, aggregated = profile.usage, plain, False
-                table.column(_F_THR[v])[row] = thr
-                table.column(_F_BASE[v])[row] = base_v
+                checked = not is_empty(thr)
                 table.column(_F_AGG[v])[row] = aggregated
-                table.column(_F_ON[v])[row] = not is_empty(thr)
+                table.column(_F_ON[v])[row] = checked
+                if checked and has_usage:  # a nil status.nodeMetric passes (upstream checks no usage)
+                    if limits is None or limits[0] is not base_v or limits[1] is not thr:
+                        bases = base_v if isinstance(base_v, list) else [base_v] * len(alloc)
+                        cut_offs = [
+                            largest_fitting_estimate(b, a, t) for b, a, t in zip(bases, alloc, thr, strict=True)
+                        ]
+                        limits = (base_v, thr, cut_offs)
+                    table.column(_F_LIM[v])[row] = limits[2]
+                else:
+                    table.column(_F_LIM[v])[row] = UNLIMITED
         self._dirty.clear()
 
     # ------------------------------------------------------------------ estimation
@@ -246,15 +253,17 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         return estimate
 
     def _expired(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
-        # comparing NaN (no updateTime) raises no floating-point warning: no errstate (~3 us) needed
-        return np.isnan(update) | (now - update >= self.args.node_metric_expiration_seconds)
+        # not fresh: NaN (no updateTime) compares False, so it counts as expired with no isnan (nor a
+        # floating-point warning: no errstate, ~3 us, needed)
+        return ~(now - update < self.args.node_metric_expiration_seconds)
 
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions with upstream's reasons (see the module docstring).
 
-        The thresholds, base usage and wording per node were chosen when its row was written
-        (:meth:`_flush`); what is left per call is the expiry check and the comparison itself.
+        Each node's cut-offs (the largest estimate per resource its threshold still takes) were worked
+        out when its row was written (:meth:`_flush`); what is left per call is the expiry check and one
+        comparison of the pod's estimate with the cut-offs.
         """
         if pod.daemonset or len(nodes) == 0:
             return {}
@@ -262,45 +271,33 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table = self.handle.snapshot.table
         rows = nodes.rows
         v = 1 if pod.priority_class == PriorityClass.PROD else 0
-        metric_state = table.column(_STATE)[rows]
-        active = table.column(_F_ON[v])[rows]  # a fancy-indexed copy: safe to narrow in place
+        exceed = table.column(_F_LIM[v])[rows] < self.pod_estimate(state, pod)
+        hit = np.logical_or.reduce(exceed, axis=1)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics:
-            expired = active & self._expired(table.column(_UPDATE)[rows], state.now)
+            expired = table.column(_F_ON[v])[rows] & self._expired(table.column(_UPDATE)[rows], state.now)
             if expired.any():
                 if not self.args.enable_schedule_when_node_metrics_expired:
                     status = Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)
                     for pos in np.flatnonzero(expired).tolist():
                         failures[pos] = status
-                active &= ~expired
-        active &= metric_state == _HAS_METRIC
-        if not active.any():
+                hit &= ~expired  # an expired NodeMetric's usage is not compared
+        if not hit.any():
             return failures
-        idx = np.flatnonzero(active)
-        sub_rows = rows[idx]
-        estimated = table.column(_F_BASE[v])[sub_rows] + self.pod_estimate(state, pod)
-        alloc = table.column(_ALLOC)[sub_rows]
-        sub_thr = table.column(_F_THR[v])[sub_rows]
-        # the divisor is never 0 (nodes without allocatable divide by 1 and are masked): no errstate needed
-        percent = go_round(np.where(alloc != 0, estimated / np.where(alloc != 0, alloc, 1) * 100, 0.0))
-        exceed = (sub_thr != 0) & (alloc != 0) & (percent > sub_thr)
-        bad = np.flatnonzero(exceed.any(axis=1))
-        if len(bad):
-            first = exceed[bad].argmax(axis=1)
-            aggregated_rows = table.column(_F_AGG[v])[sub_rows[bad]]
-            names = self.vec.names
-            statuses = self._exceed_statuses
-            for pos, r, aggregated in zip(idx[bad].tolist(), first.tolist(), aggregated_rows.tolist(), strict=True):
-                key = (names[r], aggregated)
-                shared = statuses.get(key)
-                if shared is None:
-                    template = (
-                        ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD
-                        if aggregated
-                        else ERR_REASON_USAGE_EXCEED_THRESHOLD
-                    )
-                    shared = statuses[key] = Status.unschedulable(template % names[r])
-                failures[pos] = shared
+        bad = np.flatnonzero(hit)
+        first = exceed[bad].argmax(axis=1)
+        aggregated_rows = table.column(_F_AGG[v])[rows[bad]]
+        names = self.vec.names
+        statuses = self._exceed_statuses
+        for pos, r, aggregated in zip(bad.tolist(), first.tolist(), aggregated_rows.tolist(), strict=True):
+            key = (names[r], aggregated)
+            shared = statuses.get(key)
+            if shared is None:
+                template = (
+                    ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD
+                )
+                shared = statuses[key] = Status.unschedulable(template % names[r])
+            failures[pos] = shared
         return failures
 
     # ------------------------------------------------------------------ score
@@ -312,7 +309,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._flush()
         table = self.handle.snapshot.table
         rows = nodes.rows
-        valid = (table.column(_STATE)[rows] == _HAS_METRIC) & ~self._expired(table.column(_UPDATE)[rows], state.now)
+        fresh = state.now - table.column(_UPDATE)[rows] < self.args.node_metric_expiration_seconds  # NaN: False
+        valid = (table.column(_STATE)[rows] == _HAS_METRIC) & fresh
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
         agg = self.args.aggregated
         if prod:
@@ -326,7 +324,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         safe = np.where(alloc != 0, alloc, 1)
         least = np.where((alloc == 0) | (used > alloc), 0, (alloc - used) * MAX_NODE_SCORE // safe)
         score = least @ self.weights
-        weight_sum = int(self.weights.sum())
+        weight_sum = self._weight_sum
         dominant = self.args.dominant_resource_weight
         if dominant:
             score = score + np.minimum(least.min(axis=1), MAX_NODE_SCORE) * dominant

@@ -1,0 +1,86 @@
+"""LoadAware's cut-offs (app/plugins/loadaware/headroom.py) against upstream's float test.
+
+Upstream refuses a node when ``int64(math.Round(float64(base+estimate) / float64(total) * 100)) >
+threshold``. The plugin instead compares the pod's estimate with a per-node cut-off worked out when the
+row is written; these tests check, over wide random inputs and at the rounding boundaries, that both
+refuse exactly the same (base, allocatable, threshold, estimate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate, usage_percent
+
+GI = 1024**3
+
+
+def upstream_refuses(base: int, allocatable: int, threshold: int, estimate: int) -> bool:
+    """The test as the old array code ran it: float64 division, Go's half-away-from-zero rounding."""
+    if threshold == 0 or allocatable == 0:
+        return False
+    x = np.float64(base + estimate) / np.float64(allocatable) * 100
+    whole = np.trunc(x)
+    frac = x - whole
+    rounded = int(whole + (1.0 if frac >= 0.5 else -1.0 if frac <= -0.5 else 0.0))
+    return rounded > threshold
+
+
+def test_usage_percent_rounds_half_away_from_zero() -> None:
+    assert usage_percent(65, 100) == 65
+    assert usage_percent(655, 1000) == 66  # 65.5 -> 66, not banker's 66/65
+    assert usage_percent(645, 1000) == 65  # 64.5 -> 65
+    assert usage_percent(125, 1000) == 13  # 12.5 -> 13 (half to even would give 12)
+    assert usage_percent(0, 7) == 0
+
+
+def test_unchecked_resources_are_unlimited() -> None:
+    assert largest_fitting_estimate(500, 1000, 0) == UNLIMITED  # threshold 0: not checked
+    assert largest_fitting_estimate(500, 0, 65) == UNLIMITED  # no allocatable: never refused
+
+
+def test_cut_off_at_the_rounding_boundary() -> None:
+    # 16 cores, threshold 65 %: 65.4999.. % rounds to 65 and passes, 65.5 % rounds to 66 and fails.
+    cut = largest_fitting_estimate(10_000, 16_000, 65)
+    assert usage_percent(10_000 + cut, 16_000) == 65
+    assert usage_percent(10_000 + cut + 1, 16_000) == 66
+    assert cut == 10_479 - 10_000  # 10479 / 16000 = 65.49375 %, 10480 / 16000 = 65.5 %
+
+
+def test_base_already_over_the_threshold_gives_a_negative_cut_off() -> None:
+    cut = largest_fitting_estimate(15_000, 16_000, 65)
+    assert cut < 0  # even a zero estimate fails
+    assert upstream_refuses(15_000, 16_000, 65, 0)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    base=st.integers(min_value=0, max_value=2 * 1024 * GI),
+    allocatable=st.integers(min_value=1, max_value=1024 * GI),
+    threshold=st.integers(min_value=1, max_value=200),
+    estimate=st.integers(min_value=0, max_value=1024 * GI),
+)
+def test_cut_off_refuses_exactly_what_upstream_refuses(
+    base: int, allocatable: int, threshold: int, estimate: int
+) -> None:
+    cut = largest_fitting_estimate(base, allocatable, threshold)
+    assert (estimate > cut) == upstream_refuses(base, allocatable, threshold, estimate)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    allocatable=st.integers(min_value=1, max_value=512_000),
+    threshold=st.integers(min_value=1, max_value=100),
+    base=st.integers(min_value=0, max_value=512_000),
+    offset=st.integers(min_value=-3, max_value=3),
+)
+def test_cut_off_matches_near_the_boundary(allocatable: int, threshold: int, base: int, offset: int) -> None:
+    """Milli-core sized inputs, with the estimate a few units either side of the cut-off."""
+    cut = largest_fitting_estimate(base, allocatable, threshold)
+    estimate = max(0, cut + offset)
+    assert (estimate > cut) == upstream_refuses(base, allocatable, threshold, estimate)
+    if cut >= 0:
+        assert not upstream_refuses(base, allocatable, threshold, cut)
+        assert upstream_refuses(base, allocatable, threshold, cut + 1)
