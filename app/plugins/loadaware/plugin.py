@@ -78,6 +78,14 @@ def _is_reserve_pod(pod: PodInfo) -> bool:
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
 
 
+def _any_per_row(mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """``mask.any(axis=1)`` for an (n, r) mask with few columns, as r - 1 element-wise ORs (~3x cheaper)."""
+    out = mask[:, 0].copy() if mask.shape[1] else np.zeros(len(mask), dtype=np.bool_)
+    for j in range(1, mask.shape[1]):
+        out |= mask[:, j]
+    return out
+
+
 class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
     """Filter and Score by node load. See the module docstring for the semantics."""
 
@@ -271,8 +279,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table = self.handle.snapshot.table
         rows = nodes.rows
         v = 1 if pod.priority_class == PriorityClass.PROD else 0
-        exceed = table.column(_F_LIM[v])[rows] < self.pod_estimate(state, pod)
-        hit = np.logical_or.reduce(exceed, axis=1)
+        exceed = table.column(_F_LIM[v]).take(rows, axis=0) < self.pod_estimate(state, pod)
+        hit = _any_per_row(exceed)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics:
             expired = table.column(_F_ON[v])[rows] & self._expired(table.column(_UPDATE)[rows], state.now)
@@ -314,15 +322,17 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
         agg = self.args.aggregated
         if prod:
-            base = table.column(_PROD)[rows]
+            key = _PROD
         elif agg is not None and agg.score_aggregation_type:
-            base = table.column(_SAGG)[rows]
+            key = _SAGG
         else:
-            base = table.column(_PLAIN)[rows]
-        used = base + self.pod_estimate(state, pod)
-        alloc = table.column(_ALLOC)[rows]
-        safe = np.where(alloc != 0, alloc, 1)
-        least = np.where((alloc == 0) | (used > alloc), 0, (alloc - used) * MAX_NODE_SCORE // safe)
+            key = _PLAIN
+        # (n, r) columns: take() rather than fancy indexing, ~4x cheaper for a few hundred rows
+        used = table.column(key).take(rows, axis=0) + self.pod_estimate(state, pod)
+        alloc = table.column(_ALLOC).take(rows, axis=0)
+        # upstream's leastUsedScore: 0 when capacity is 0 or used > capacity, else (capacity - used) * 100 /
+        # capacity. Usage and estimates are never negative, so clamping the free part at 0 covers both cases.
+        least = np.maximum(alloc - used, 0) * MAX_NODE_SCORE // np.maximum(alloc, 1)
         score = least @ self.weights
         weight_sum = self._weight_sum
         dominant = self.args.dominant_resource_weight
