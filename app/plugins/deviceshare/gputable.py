@@ -137,6 +137,7 @@ class GPUTable:
     def free_milli(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """(len(rows), G) free GPU milli per slot for the fragmentation model: ``10*min(core, ratio)`` of
         healthy GPUs (a GPU without one of the two uses the other), -1 where no healthy GPU is.
-        Precomputed when the row is written; this is a gather."""
-        out: npt.NDArray[np.int64] = self.milli[rows]
+        Precomputed when the row is written; this is a gather (take(): ~5x cheaper than fancy indexing
+        of a 2-D array at a few hundred rows)."""
+        out: npt.NDArray[np.int64] = self.milli.take(rows, axis=0)
         return out

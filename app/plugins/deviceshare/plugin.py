@@ -184,15 +184,19 @@ class DeviceShare(
         """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
         table = self.devices.flush()
         if removed is None or not any(removed):
-            fits = table.live[rows]  # healthy & some free resource, precomputed per row
+            fits = table.live.take(rows, axis=0)  # healthy & some free resource, precomputed per row
             if req.core:
-                fits &= table.core_free[rows] >= req.core
+                fits &= table.core_free.take(rows, axis=0) >= req.core
             if req.ratio:
-                fits &= table.ratio_free[rows] >= req.ratio
+                fits &= table.ratio_free.take(rows, axis=0) >= req.ratio
             if req.memory:
-                fits &= table.mem_free[rows] >= req.memory
+                fits &= table.mem_free.take(rows, axis=0) >= req.memory
             return fits
-        core, ratio, mem = table.core_free[rows], table.ratio_free[rows], table.mem_free[rows]
+        core, ratio, mem = (
+            table.core_free.take(rows, axis=0),
+            table.ratio_free.take(rows, axis=0),
+            table.mem_free.take(rows, axis=0),
+        )
         if any(removed):
             core, ratio, mem = core.copy(), ratio.copy(), mem.copy()
             for i, victims in enumerate(removed):
@@ -207,10 +211,14 @@ class DeviceShare(
                             core[i, s] += a.resources.get(n.RESOURCE_GPU_CORE, 0)
                             ratio[i, s] += a.resources.get(n.RESOURCE_GPU_MEMORY_RATIO, 0)
                             mem[i, s] += a.resources.get(n.RESOURCE_GPU_MEMORY, 0)
-            core = np.minimum(core, table.core_total[rows])
-            ratio = np.minimum(ratio, table.ratio_total[rows])
-            mem = np.minimum(mem, table.mem_total[rows])
-        healthy = (table.core_total[rows] > 0) | (table.ratio_total[rows] > 0) | (table.mem_total[rows] > 0)
+            core = np.minimum(core, table.core_total.take(rows, axis=0))
+            ratio = np.minimum(ratio, table.ratio_total.take(rows, axis=0))
+            mem = np.minimum(mem, table.mem_total.take(rows, axis=0))
+        healthy = (
+            (table.core_total.take(rows, axis=0) > 0)
+            | (table.ratio_total.take(rows, axis=0) > 0)
+            | (table.mem_total.take(rows, axis=0) > 0)
+        )
         fits = healthy & ((core > 0) | (ratio > 0) | (mem > 0))
         if req.core:
             fits &= core >= req.core
@@ -342,10 +350,12 @@ class DeviceShare(
         alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
         alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
-        free = table.milli[rows]
+        free = table.milli.take(rows, axis=0)
         access = None
         if workload.constrained:
-            access = workload.access_table(self._model_names_now(table, rows, nodes.names))[self._row_model[rows]]
+            access = workload.access_table(self._model_names_now(table, rows, nodes.names)).take(
+                self._row_model[rows], axis=0
+            )
         terms = self._memo.get(workload, rows, table.version[rows], free) if len(workload.group_per) else None
         placement = best_placement(
             workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), fits, access=access, gpu_terms=terms
@@ -367,10 +377,12 @@ class DeviceShare(
         alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
         alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 0)
-        free = table.milli[rows]
+        free = table.milli.take(rows, axis=0)
         access = None
         if workload.constrained:
-            access = workload.access_table(self._model_names_now(table, rows, nodes.names))[self._row_model[rows]]
+            access = workload.access_table(self._model_names_now(table, rows, nodes.names)).take(
+                self._row_model[rows], axis=0
+            )
         terms = self._memo.get(workload, rows, table.version[rows], free)
         return no_gpu_growth(workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), access, terms)
 
