@@ -143,26 +143,27 @@ class Framework:
         Returns the failing positions of ``batch`` with the first failing status (plugin set).
         """
         failures: FilterFailures = {}
-        alive = np.arange(len(batch), dtype=np.int64)
+        sub = batch  # the nodes still alive; their positions in ``batch`` are ``alive`` (None: all of them)
+        alive: npt.NDArray[np.int64] | None = None
         for plugin in self.filter_plugins:
-            if len(alive) == 0:
+            if len(sub) == 0:
                 break
             if plugin.name in state.skip_filter:
                 continue
-            sub = batch if len(alive) == len(batch) else batch.subset(alive)
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
                 continue
             attributed: dict[int, Status] = {}  # plugins share one Status per reason: attribute each once
-            alive_list = alive.tolist()
+            alive_list = None if alive is None else alive.tolist()
             for pos, status in failed.items():
                 named = attributed.get(id(status))
                 if named is None:
                     named = attributed[id(status)] = status.with_plugin(plugin.name)
-                failures[alive_list[pos]] = named
-            keep = np.ones(len(alive), dtype=bool)
-            keep[list(failed)] = False
-            alive = alive[keep]
+                failures[pos if alive_list is None else alive_list[pos]] = named
+            keep = np.ones(len(sub), dtype=bool)
+            keep[np.fromiter(failed, dtype=np.int64, count=len(failed))] = False
+            alive = np.flatnonzero(keep) if alive is None else alive[keep]
+            sub = batch.subset(alive)  # made once per plugin that failed some node, not per later plugin
         return failures
 
     def explain_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> dict[str, FilterFailures | None]:
@@ -200,7 +201,8 @@ class Framework:
             normalizer = self._normalizers.get(plugin.name)
             if normalizer is not None:
                 scores = np.asarray(normalizer.normalize_scores(state, pod, batch, scores), dtype=np.int64)
-            scores = np.clip(scores, 0, MAX_NODE_SCORE)
+            # np.clip builds the dtype's iinfo on every call (~15 us); two ufuncs do the same in ~2
+            scores = np.minimum(np.maximum(scores, 0), MAX_NODE_SCORE)
             per_plugin[plugin.name] = scores
             w = self.weights.get(plugin.name, 1)
             weighted += scores * w
