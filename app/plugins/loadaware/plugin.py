@@ -106,6 +106,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
+        #: The last incoming pod and its estimate (see :meth:`pod_estimate`).
+        self._last_estimate: tuple[PodInfo, npt.NDArray[np.int64]] | None = None
         #: One shared Status per (resource, aggregated) threshold reason: failing nodes share it.
         self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
@@ -252,10 +254,18 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
 
     # ------------------------------------------------------------------ estimation
     def pod_estimate(self, state: CycleState, pod: PodInfo) -> npt.NDArray[np.int64]:
-        """The incoming pod's estimated usage vector, computed once per cycle."""
+        """The incoming pod's estimated usage vector, computed once per cycle, and once for the same
+        :class:`PodInfo` object across cycles (``/prioritize`` gets ``/filter``'s parse of the pod; a
+        PodInfo is never changed in place, and the estimate depends only on it and the args)."""
         cached = state.get(_ESTIMATE_KEY)
         if cached is None:
-            cached = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
+            last = self._last_estimate
+            if last is not None and last[0] is pod:
+                cached = last[1]
+            else:
+                cached = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
+                cached.flags.writeable = False  # shared by the cycles of this pod
+                self._last_estimate = (pod, cached)
             state.write(_ESTIMATE_KEY, cached)
         estimate: npt.NDArray[np.int64] = cached
         return estimate
