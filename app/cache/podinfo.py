@@ -167,17 +167,28 @@ def _aggregate(spec: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     return req.total, lim.total
 
 
-def _condition_time(status: dict[str, Any], ctype: str) -> float | None:
+#: The conditions whose time PodInfo keeps: PodScheduled (scheduled_time) and Initialized (initialized_time).
+_TIMED_CONDITIONS = ("PodScheduled", "Initialized")
+
+
+def _condition_times(status: dict[str, Any]) -> tuple[float | None, float | None]:
+    """lastTransitionTime (epoch seconds) of the first ``PodScheduled=True`` and the first
+    ``Initialized=True`` condition, or None each; one pass over ``status.conditions``."""
+    times: dict[str, float | None] = {}
     for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
         cond = _mapping(cond, f"status.conditions[{i}]")
-        if cond.get("type") == ctype and cond.get("status") == "True":
+        ctype = cond.get("type")
+        if ctype in _TIMED_CONDITIONS and ctype not in times and cond.get("status") == "True":
             ts = cond.get("lastTransitionTime")
-            if ts:
-                try:
-                    return parse_time(ts)
-                except ValueError as exc:
-                    raise PodError(f"status.conditions[{i}].lastTransitionTime: {exc}") from None
-    return None
+            if not ts:
+                continue
+            try:
+                times[ctype] = parse_time(ts)
+            except ValueError as exc:
+                raise PodError(f"status.conditions[{i}].lastTransitionTime: {exc}") from None
+            if len(times) == len(_TIMED_CONDITIONS):
+                break  # both found: later entries are not read (nor checked), as two separate searches did
+    return times.get("PodScheduled"), times.get("Initialized")
 
 
 def _str_map(value: Any, path: str) -> dict[str, str]:
@@ -219,6 +230,7 @@ def parse_pod(obj: Any) -> PodInfo:
     node_name = spec.get("nodeName") or ""
     if not isinstance(node_name, str):
         raise PodError("spec.nodeName: expected a string")
+    scheduled_time, initialized_time = _condition_times(status)
     return PodInfo(
         uid=str(meta.get("uid") or ""),
         # namespaces, node names and QoS classes repeat across pods: one shared string each
@@ -233,8 +245,8 @@ def parse_pod(obj: Any) -> PodInfo:
         kube_qos=sys.intern(str(kube_qos)),
         terminated=phase in ("Succeeded", "Failed"),
         daemonset=any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners),
-        scheduled_time=_condition_time(status, "PodScheduled"),
-        initialized_time=_condition_time(status, "Initialized"),
+        scheduled_time=scheduled_time,
+        initialized_time=initialized_time,
         labels=labels,
         annotations=annotations,
         resource_version=str(meta.get("resourceVersion") or ""),
