@@ -163,8 +163,10 @@ class ExtenderService:
                     passing_pos = positions
                 else:
                     keep = np.ones(len(batch), dtype=bool)
-                    keep[list(failures)] = False
-                    passing_pos = np.asarray(positions)[keep].tolist()
+                    keep[np.fromiter(failures, dtype=np.int64, count=len(failures))] = False
+                    survivors = np.flatnonzero(keep)  # positions in the batch
+                    # the batch's positions are the request's own when every name was known (no list -> array)
+                    passing_pos = survivors.tolist() if not missing else np.asarray(positions)[survivors].tolist()
                 bnames = batch.names
                 # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
                 by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
