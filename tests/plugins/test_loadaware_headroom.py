@@ -12,7 +12,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.cache.podinfo import parse_pod
+from app.framework.cyclestate import CycleState
+from app.framework.interfaces import NodeBatch
 from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate, usage_percent
+from tests.plugins.test_loadaware import ALLOC_96, NODE, Env, assert_status, metric_obj, node_obj, pod_obj
 
 GI = 1024**3
 
@@ -84,3 +88,18 @@ def test_cut_off_matches_near_the_boundary(allocatable: int, threshold: int, bas
     if cut >= 0:
         assert not upstream_refuses(base, allocatable, threshold, cut)
         assert upstream_refuses(base, allocatable, threshold, cut + 1)
+
+
+def test_filter_refuses_over_the_cut_off_and_a_row_never_written_checks_nothing() -> None:
+    """Through the plugin: a node at 70 % cpu (default threshold 65 %) refuses a pod; a table row the plugin
+    never wrote (zeros, as every new or freed row starts) passes it, as it did before cut-offs were stored."""
+    env = Env({})
+    env.apply("Node", node_obj(NODE, ALLOC_96))
+    env.apply("NodeMetric", metric_obj(NODE, usage={"cpu": "67200m", "memory": "10Gi"}))  # 70 % of 96 cores
+    pod = pod_obj("p", req={"cpu": "1", "memory": "1Gi"})
+    assert_status(env.filter(pod), "node(s) cpu usage exceed threshold")
+    ghost = env.cache.table.add("never-written")  # a row with no Node behind it: the plugin never writes it
+    failures = env.plugin.filter_nodes(
+        CycleState(env.now), parse_pod(pod), NodeBatch(np.array([ghost], dtype=np.int64), ["never-written"])
+    )
+    assert failures == {}

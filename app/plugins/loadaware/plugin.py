@@ -62,10 +62,21 @@ _ALLOC, _STATE, _UPDATE = "la:alloc", "la:state", "la:update"
 _PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
 # What Filter compares per node, worked out when the node's row is written, once for pods that are
 # not prod (index 0) and once for prod pods (index 1): per resource, the largest pod estimate that still
-# passes the chosen threshold (headroom.largest_fitting_estimate; UNLIMITED where nothing is checked),
-# whether the thresholds are the aggregated ones (the reason's wording), and whether the node's
-# NodeMetric is checked at all (some threshold set and a NodeMetric present: the expiry test).
+# passes the chosen threshold (headroom.largest_fitting_estimate), stored as _CEILING minus it so that a
+# row never written (zeros) checks nothing, as every other column's zero does; whether the thresholds
+# are the aggregated ones (the reason's wording); and whether the node's NodeMetric is checked at all
+# (some threshold set and a NodeMetric present: the expiry test).
 _F_LIM = ("la:f_lim", "la:f_lim_prod")
+#: The cut-off stored as 0 (nothing checked). Cut-offs are clamped to [-1, _CEILING]: for the
+#: non-negative estimates a pod has, -1 refuses as any lower one does and _CEILING passes as UNLIMITED does.
+_CEILING = UNLIMITED - 1
+
+
+def _stored_cut_off(cut_off: int) -> int:
+    """``_CEILING - cut_off`` with the cut-off clamped to [-1, _CEILING]: 0 ... UNLIMITED, an int64."""
+    return _CEILING - min(max(cut_off, -1), _CEILING)
+
+
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
 
@@ -208,7 +219,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 table.column(_STATE)[row] = _NO_METRIC
                 for v in (0, 1):
                     table.column(_F_ON[v])[row] = False
-                    table.column(_F_LIM[v])[row] = UNLIMITED
+                    table.column(_F_LIM[v])[row] = 0  # nothing checked
                 continue
             has_usage = metric.node_usage is not None
             table.column(_STATE)[row] = _HAS_METRIC if has_usage else _NIL_NODE_METRIC
@@ -244,12 +255,13 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                     if limits is None or limits[0] is not base_v or limits[1] is not thr:
                         bases = base_v if isinstance(base_v, list) else [base_v] * len(alloc)
                         cut_offs = [
-                            largest_fitting_estimate(b, a, t) for b, a, t in zip(bases, alloc, thr, strict=True)
+                            _stored_cut_off(largest_fitting_estimate(b, a, t))
+                            for b, a, t in zip(bases, alloc, thr, strict=True)
                         ]
                         limits = (base_v, thr, cut_offs)
                     table.column(_F_LIM[v])[row] = limits[2]
                 else:
-                    table.column(_F_LIM[v])[row] = UNLIMITED
+                    table.column(_F_LIM[v])[row] = 0  # nothing checked
         self._dirty.clear()
 
     # ------------------------------------------------------------------ estimation
@@ -289,7 +301,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table = self.handle.snapshot.table
         rows = nodes.rows
         v = 1 if pod.priority_class == PriorityClass.PROD else 0
-        exceed = table.column(_F_LIM[v]).take(rows, axis=0) < self.pod_estimate(state, pod)
+        # estimate > cut-off  <=>  stored > _CEILING - estimate (estimates are >= 0: no overflow)
+        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > _CEILING - np.maximum(self.pod_estimate(state, pod), 0)
         hit = _any_per_row(exceed)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics:
