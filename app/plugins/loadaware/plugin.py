@@ -70,18 +70,16 @@ _F_LIM = ("la:f_lim", "la:f_lim_prod")
 #: The cut-off stored as 0 (nothing checked). Cut-offs are clamped to [-1, _CEILING]: for the
 #: non-negative estimates a pod has, -1 refuses as any lower one does and _CEILING passes as UNLIMITED does.
 _CEILING = UNLIMITED - 1
-
-
-def _stored_cut_off(cut_off: int) -> int:
-    """``_CEILING - cut_off`` with the cut-off clamped to [-1, _CEILING]: 0 ... UNLIMITED, an int64."""
-    return _CEILING - min(max(cut_off, -1), _CEILING)
-
-
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
 
 # Values of the _STATE column.
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
+
+
+def _stored_cut_off(cut_off: int) -> int:
+    """``_CEILING - cut_off`` with the cut-off clamped to [-1, _CEILING]: 0 ... UNLIMITED, an int64."""
+    return _CEILING - min(max(cut_off, -1), _CEILING)
 
 
 def _is_reserve_pod(pod: PodInfo) -> bool:
@@ -282,10 +280,10 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         estimate: npt.NDArray[np.int64] = cached
         return estimate
 
-    def _expired(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
-        # not fresh: NaN (no updateTime) compares False, so it counts as expired with no isnan (nor a
-        # floating-point warning: no errstate, ~3 us, needed)
-        return ~(now - update < self.args.node_metric_expiration_seconds)
+    def _fresh(self, update: npt.NDArray[np.float64], now: float) -> npt.NDArray[np.bool_]:
+        """Not expired (``isNodeMetricExpired`` negated). NaN (no updateTime) compares False, so it is
+        not fresh with no isnan (nor a floating-point warning: no errstate, ~3 us, needed)."""
+        return now - update < self.args.node_metric_expiration_seconds
 
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
@@ -306,7 +304,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         hit = _any_per_row(exceed)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics:
-            expired = table.column(_F_ON[v])[rows] & self._expired(table.column(_UPDATE)[rows], state.now)
+            expired = table.column(_F_ON[v])[rows] & ~self._fresh(table.column(_UPDATE)[rows], state.now)
             if expired.any():
                 if not self.args.enable_schedule_when_node_metrics_expired:
                     status = Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)
@@ -340,8 +338,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._flush()
         table = self.handle.snapshot.table
         rows = nodes.rows
-        fresh = state.now - table.column(_UPDATE)[rows] < self.args.node_metric_expiration_seconds  # NaN: False
-        valid = (table.column(_STATE)[rows] == _HAS_METRIC) & fresh
+        valid = (table.column(_STATE)[rows] == _HAS_METRIC) & self._fresh(table.column(_UPDATE)[rows], state.now)
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
         agg = self.args.aggregated
         if prod:
