@@ -162,7 +162,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await source.start(state.cache)
-        tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(_freeze_after_load(source))]
+        tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(freeze_after_load(source))]
         if serves_extender(role):
             tasks += [
                 asyncio.create_task(p.run_background())
@@ -254,7 +254,7 @@ class ServiceApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-async def _freeze_after_load(source: Source) -> None:
+async def freeze_after_load(source: Source) -> None:
     """Once the first full load is in, move every object to the GC's permanent generation, raise
     the young generation's threshold to :data:`GC_YOUNG_THRESHOLD` and trim the heap.
 

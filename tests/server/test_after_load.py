@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.server.app import GC_YOUNG_THRESHOLD, _freeze_after_load
+from app.server.app import GC_YOUNG_THRESHOLD, freeze_after_load
 from app.sources.base import Source
 from app.sources.events import EventSink
 
@@ -47,7 +47,7 @@ def restore_gc() -> Iterator[None]:
 async def test_the_young_threshold_is_raised_only_once_the_load_is_in(restore_gc: None) -> None:
     _, older, oldest = gc.get_threshold()
     source = Loaded()
-    await _freeze_after_load(source)
+    await freeze_after_load(source)
     assert source.polls == 3
     assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, older, oldest)
     assert gc.get_freeze_count() > 0
