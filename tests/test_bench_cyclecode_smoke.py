@@ -23,7 +23,7 @@ SCRIPT = REPO / "bench" / "cyclecode.py"
 def test_cyclecode_bench_prints_result_json() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--nodes", "120", "--pods", "20", "--rounds", "3"],
+        [sys.executable, str(SCRIPT), "--nodes", "120", "--pods", "20", "--rounds", "3", "--gap-ms", "0.1"],
         cwd=REPO,
         capture_output=True,
         timeout=300,
@@ -34,6 +34,7 @@ def test_cyclecode_bench_prints_result_json() -> None:
     result = orjson.loads(proc.stdout)
     assert result["nodes"] == 120 and result["pods"] == 20
     assert result["candidates_per_filter"] == 100  # kube-scheduler's minimum of feasible nodes to find
+    assert result["gap_ms"] == 0.1
     assert len(result["cpu_ms_per_pod_rounds"]) == 3
     assert min(result["cpu_ms_per_pod_rounds"]) <= result["cpu_ms_per_pod"] <= max(result["cpu_ms_per_pod_rounds"])
     assert result["cpu_ms_per_pod"] > 0
