@@ -103,3 +103,27 @@ def test_filter_refuses_over_the_cut_off_and_a_row_never_written_checks_nothing(
         CycleState(env.now), parse_pod(pod), NodeBatch(np.array([ghost], dtype=np.int64), ["never-written"])
     )
     assert failures == {}
+
+
+@given(
+    st.lists(
+        st.one_of(st.floats(allow_nan=False, width=64), st.just(-np.inf)),
+        min_size=1,
+        max_size=20,
+    ),
+    st.floats(min_value=0, max_value=4e9, allow_nan=False),
+    st.integers(min_value=0, max_value=10**6),
+)
+def test_expired_is_exactly_not_fresh(updates: list[float], now: float, expiration: int) -> None:
+    """Filter's one-comparison expiry test negates Score's freshness test for every stored updateTime,
+    -inf (a NodeMetric without updateTime) included; NaN is never stored."""
+    from types import SimpleNamespace
+
+    from app.plugins.loadaware.plugin import LoadAwareScheduling
+
+    plugin = SimpleNamespace(args=SimpleNamespace(node_metric_expiration_seconds=expiration))
+    update = np.array(updates, dtype=np.float64)
+    fresh = LoadAwareScheduling._fresh(plugin, update, now)  # type: ignore[arg-type]
+    expired = LoadAwareScheduling._expired(plugin, update, now)  # type: ignore[arg-type]
+    assert np.array_equal(expired, ~fresh)
+    assert bool(expired[update == -np.inf].all())
