@@ -626,10 +626,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--pin", action="store_true", help="run the service on a CPU of its own (steadier CPU figures on 2 CPUs)"
     )
     args = p.parse_args(argv)
-    for flag in ("nodes", "pods", "touches", "memory_nodes", "repeat"):
-        if getattr(args, flag) < 1:
-            p.error(f"--{flag.replace('_', '-')} must be >= 1")
+    require_at_least(p, args, 1, ("nodes", "pods", "touches", "memory_nodes", "repeat"))
     return args
+
+
+def require_at_least(p: argparse.ArgumentParser, args: argparse.Namespace, least: float, flags: Sequence[str]) -> None:
+    """Exit 2 with ``--flag must be >= least`` (argparse's usage error) for the first of ``flags``
+    (attribute names, ``_`` for ``-``) whose value in ``args`` is below ``least``."""
+    for flag in flags:
+        if getattr(args, flag) < least:
+            p.error(f"--{flag.replace('_', '-')} must be >= {least}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,7 +57,7 @@ from app.client.watch import decode_event
 from app.server import extender_routes
 from app.server.app import create_app, freeze_after_load
 from app.sources.events import Event, EventType
-from bench.cycle import new_pods, num_feasible_nodes_to_find
+from bench.cycle import new_pods, num_feasible_nodes_to_find, require_at_least
 from bench.extender import BenchFailure, InMemorySource, build_cluster
 from bench.fakeapi import PODS, FakeAPI
 
@@ -198,7 +198,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0.0,
         help="sleep this long before each timed step, as the service idles between requests (default 0)",
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    require_at_least(p, args, 1, ("nodes", "pods", "rounds"))
+    require_at_least(p, args, 0, ("gap_ms",))
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -76,3 +76,22 @@ def test_cyclecode_bench_applies_three_events_per_pod() -> None:
     assert events == 3 * 7
     assert recorded == 7  # the in-memory source got one Binding per pod
     assert on_nodes == 7  # the watch's MODIFIED events confirmed every binding (no assumption left) and ran it
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rounds", "0"], "--rounds must be >= 1"),
+        (["--pods", "0"], "--pods must be >= 1"),
+        (["--nodes", "-3"], "--nodes must be >= 1"),
+        (["--gap-ms", "-0.5"], "--gap-ms must be >= 0"),
+    ],
+)
+def test_bad_flags_exit_2_with_the_reason(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A count below 1 or a negative gap is argparse's usage error (exit 2, the flag named), never a traceback."""
+    from bench.cyclecode import parse_args
+
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
