@@ -76,8 +76,29 @@ def pack_object(obj: Any) -> bytes:
         encoded = orjson.dumps(obj, option=_OPTIONS)
     except orjson.JSONEncodeError as exc:
         raise TypeError(f"not JSON-shaped: {exc}") from None
+    return pack_encoded(encoded)
+
+
+def pack_encoded(encoded: bytes) -> bytes:
+    """JSON bytes (:func:`encode_object`'s) packed as :func:`pack_object` packs the object they encode."""
     # the compressor's result keeps a buffer of the worst-case size (larger than the JSON): copy it exactly
     return bytes(memoryview(_CODECS.compressor.compress(encoded)))
+
+
+#: The first bytes of every Zstandard frame (RFC 8878); a JSON text cannot start with them.
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def decode_stored(data: bytes) -> Any:
+    """The JSON value of ``data``, packed (:func:`pack_object`) or plain (:func:`encode_object`), told apart
+    by the Zstandard frame's magic number.
+
+    Raises:
+        ValueError: ``data`` is neither a packed object nor JSON.
+    """
+    if data[:4] == _ZSTD_MAGIC:
+        return unpack_object(data)
+    return orjson.loads(data)
 
 
 def unpack_object(data: bytes) -> Any:

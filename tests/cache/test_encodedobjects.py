@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.api.jsonbytes import decode_object, encode_object, pack_object, unpack_object
-from app.cache.encodedobjects import EncodedObjects, UnencodableObject
+from app.api.jsonbytes import decode_object, decode_stored, encode_object, pack_object, unpack_object
+from app.cache.encodedobjects import YOUNG_BYTES, EncodedObjects, UnencodableObject
 from app.cache.snapshot import ClusterCache
 from app.sources.events import Event, EventType
 
@@ -121,3 +121,57 @@ def test_the_cache_hands_out_copies_of_pods_nodes_and_node_metrics() -> None:
     assert isinstance(cache.objects["NodeMetric"], EncodedObjects)
     cache.apply(Event("NodeMetric", EventType.DELETED, metric))
     assert "n1" not in cache.objects["NodeMetric"]
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def test_stored_bytes_read_back_packed_or_plain_and_anything_else_is_a_value_error() -> None:
+    obj = pod("p", annotations={"a": "x" * 300})
+    assert decode_stored(pack_object(obj)) == obj == decode_stored(encode_object(obj))
+    with pytest.raises(ValueError, match="not a packed object"):
+        decode_stored(ZSTD_MAGIC + b"garbage")
+    with pytest.raises(ValueError):
+        decode_stored(b"not json")
+
+
+def test_objects_wait_as_plain_json_and_are_compressed_together_past_the_budget() -> None:
+    one = len(encode_object(pod("p0")))
+    store = EncodedObjects(young_bytes=3 * one)
+    store["p0"] = pod("p0")
+    store["p1"] = pod("p1")
+    for key in ("p0", "p1"):  # young: plain JSON, read back the same
+        assert (store.encoded(key) or b"").startswith(b"{")
+        assert store[key] == pod(key)
+    store["p2"] = pod("p2")  # the budget is reached: every young object is compressed
+    for key in ("p0", "p1", "p2"):
+        assert (store.encoded(key) or b"").startswith(ZSTD_MAGIC)
+        assert store[key] == pod(key)
+    store["p1"] = pod("p1", labels={"v": "2"})  # a new version waits again, the others stay packed
+    assert (store.encoded("p1") or b"").startswith(b"{")
+    assert (store.encoded("p0") or b"").startswith(ZSTD_MAGIC)
+    assert store["p1"]["metadata"]["labels"] == {"v": "2"}
+
+
+def test_a_version_replaced_while_young_is_never_compressed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import app.cache.encodedobjects as encodedobjects
+
+    packed: list[bytes] = []
+    real = encodedobjects.pack_encoded
+    monkeypatch.setattr(encodedobjects, "pack_encoded", lambda data: packed.append(data) or real(data))
+    store = EncodedObjects()
+    for version in range(3):  # created, bound, running: one pod's burst of events
+        store["p"] = pod("p", labels={"v": str(version)})
+    store["gone"] = pod("gone")
+    del store["gone"]  # deleted while young: nothing to compress, and no KeyError later
+    store.pack_young()
+    assert [decode_object(d)["metadata"]["labels"] for d in packed] == [{"v": "2"}]
+    assert store["p"]["metadata"]["labels"] == {"v": "2"} and "gone" not in store
+
+
+def test_a_zero_budget_compresses_every_write_and_the_default_is_bounded() -> None:
+    store = EncodedObjects(young_bytes=0)
+    store["p"] = pod("p")
+    assert (store.encoded("p") or b"").startswith(ZSTD_MAGIC)
+    assert store.encoded("missing") is None
+    assert 0 < YOUNG_BYTES <= 4 * 1024 * 1024  # plain JSON held at most: a few MB of RSS
