@@ -6,7 +6,9 @@ as JSON bytes (:func:`encode_object`) until the cache takes them, one at a time;
 its raw Pods, Nodes and NodeMetrics for as long as they exist, so it keeps them packed
 (:func:`pack_object`): the same JSON compressed with Zstandard, 40-60 % of its size (a 650-byte
 pod packs to ~400 bytes, a 2.2 KB Node to ~900, a 1.9 KB pod of a real cluster to ~940) for 9-18 us
-per object on write and 3-7 us on read (measured with zstandard 0.25, level 1).
+per object on write and 3-7 us on read (measured with zstandard 0.25, level 1). Pods and NodeMetrics
+wait as plain JSON first and are packed in batches (:mod:`app.cache.encodedobjects`); a reader of
+either form calls :func:`decode_stored`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Objects kept as packed JSON bytes (:func:`~app.api.jsonbytes.pack_object`) and decoded on read: the
-cache's store of raw Pods and NodeMetrics.
+"""Objects kept as JSON bytes, packed (:func:`~app.api.jsonbytes.pack_object`) after a short wait, and
+decoded on read: the cache's store of raw Pods and NodeMetrics.
 
 A decoded v1 Pod costs about five times its JSON size in Python objects (every map, list and
 string is a separate object of 50-250 bytes), so 100,000 cached pods held as dicts took about
