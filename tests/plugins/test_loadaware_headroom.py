@@ -16,7 +16,17 @@ from app.cache.podinfo import parse_pod
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import NodeBatch
 from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate, usage_percent
-from tests.plugins.test_loadaware import ALLOC_96, NODE, Env, assert_status, metric_obj, node_obj, pod_obj
+from app.plugins.loadaware.plugin import _inverted
+from tests.plugins.test_loadaware import (
+    ALLOC_96,
+    ANN_SCALING_FACTORS,
+    NODE,
+    Env,
+    assert_status,
+    metric_obj,
+    node_obj,
+    pod_obj,
+)
 
 GI = 1024**3
 
@@ -127,3 +137,44 @@ def test_expired_is_exactly_not_fresh(updates: list[float], now: float, expirati
     expired = LoadAwareScheduling._expired(plugin, update, now)  # type: ignore[arg-type]
     assert np.array_equal(expired, ~fresh)
     assert bool(expired[update == -np.inf].all())
+
+
+def test_a_negative_estimate_on_a_node_over_the_threshold_passes_as_upstream() -> None:
+    """A pod annotated with a negative scaling factor (accepted, as upstream accepts it) has a negative
+    estimate: on a node already over the threshold it passes where its estimate brings the total back
+    under (upstream's float test), and fails where it does not. A negative cut-off is not rounded up to
+    -1, nor the estimate up to 0."""
+    env = Env({"allowCustomizeEstimation": True})
+    env.apply("Node", node_obj(NODE, ALLOC_96))
+    env.apply("NodeMetric", metric_obj(NODE, usage={"cpu": "67200m", "memory": "10Gi"}))  # 70 % of 96 cores
+    pod = pod_obj("p", req={"cpu": "1", "memory": "1Gi"})
+    assert_status(env.filter(pod), "node(s) cpu usage exceed threshold")
+    for cores, fits in (("10", True), ("2", False)):  # -10 cores: 59.6 %; -2 cores: 67.9 % (threshold 65 %)
+        shrinking = pod_obj(
+            f"shrinking-{cores}",
+            req={"cpu": cores, "memory": "1Gi"},
+            annotations={ANN_SCALING_FACTORS: '{"cpu": -100}'},
+        )
+        estimate = int(env.plugin.pod_estimate(CycleState(env.now), parse_pod(shrinking))[0])
+        assert estimate == -int(cores) * 1000
+        base = 67_200 + 0  # no assigned pods: the NodeMetric's usage is the base
+        assert upstream_refuses(base, 96_000, 65, estimate) is not fits
+        status = env.filter(shrinking)
+        if fits:
+            assert status is None
+        else:
+            assert_status(status, "node(s) cpu usage exceed threshold")
+
+
+@given(
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.lists(st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1), min_size=1, max_size=8),
+)
+def test_the_stored_comparison_is_exact_over_int64(cut_off: int, estimates: list[int]) -> None:
+    """Filter compares the inverted cut-off (uint64 column) with the inverted estimate: the same answer as
+    ``estimate > cut_off`` for every int64 pair, negative ones included, with no float promotion."""
+    stored = np.array([_inverted(cut_off)] * len(estimates), dtype=np.uint64)
+    bound = np.array([_inverted(e) for e in estimates], dtype=np.uint64)
+    exceed = stored > bound
+    assert exceed.dtype == np.bool_
+    assert exceed.tolist() == [e > cut_off for e in estimates]

@@ -63,14 +63,11 @@ _ALLOC, _STATE, _UPDATE = "la:alloc", "la:state", "la:update"
 _PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
 # What Filter compares per node, worked out when the node's row is written, once for pods that are
 # not prod (index 0) and once for prod pods (index 1): per resource, the largest pod estimate that still
-# passes the chosen threshold (headroom.largest_fitting_estimate), stored as _CEILING minus it so that a
-# row never written (zeros) checks nothing, as every other column's zero does; whether the thresholds
-# are the aggregated ones (the reason's wording); and whether the node's NodeMetric is checked at all
-# (some threshold set and a NodeMetric present: the expiry test).
+# passes the chosen threshold (headroom.largest_fitting_estimate), stored as UNLIMITED minus it in a
+# uint64 column (_inverted) so that a row never written (zeros) checks nothing, as every other column's
+# zero does; whether the thresholds are the aggregated ones (the reason's wording); and whether the node's
+# NodeMetric is checked at all (some threshold set and a NodeMetric present: the expiry test).
 _F_LIM = ("la:f_lim", "la:f_lim_prod")
-#: The cut-off stored as 0 (nothing checked). Cut-offs are clamped to [-1, _CEILING]: for the
-#: non-negative estimates a pod has, -1 refuses as any lower one does and _CEILING passes as UNLIMITED does.
-_CEILING = UNLIMITED - 1
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
 
@@ -78,9 +75,14 @@ _F_ON = ("la:f_on", "la:f_on_prod")
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
 
 
-def _stored_cut_off(cut_off: int) -> int:
-    """``_CEILING - cut_off`` with the cut-off clamped to [-1, _CEILING]: 0 ... UNLIMITED, an int64."""
-    return _CEILING - min(max(cut_off, -1), _CEILING)
+def _inverted(value: int) -> int:
+    """``UNLIMITED - value`` for an int64 ``value`` (a cut-off or an estimate): 0 ... 2**64 - 1, a uint64.
+
+    Order-reversing and exact over all of int64, so ``estimate > cut_off`` is ``_inverted(cut_off) >
+    _inverted(estimate)`` for negative estimates (a negative scaling factor) and cut-offs too, and the
+    cut-off UNLIMITED (nothing checked) is stored as 0, the value of a row never written.
+    """
+    return UNLIMITED - value
 
 
 def _is_reserve_pod(pod: PodInfo) -> bool:
@@ -105,12 +107,12 @@ class _Estimate(NamedTuple):
 
     Attributes:
         vector: estimated usage per resource (milli-cores, bytes), read-only.
-        filter_bound: ``_CEILING - max(vector, 0)``, read-only: the estimate exceeds a node's cut-off
-            exactly where the stored cut-off (``_CEILING`` minus it) is greater than this.
+        filter_bound: ``UNLIMITED - vector`` as uint64 (:func:`_inverted`), read-only: the estimate exceeds
+            a node's cut-off exactly where the stored cut-off (inverted the same way) is greater than this.
     """
 
     vector: npt.NDArray[np.int64]
-    filter_bound: npt.NDArray[np.int64]
+    filter_bound: npt.NDArray[np.uint64]
 
 
 class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
@@ -139,8 +141,10 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._exceed_statuses: dict[tuple[str, bool], Status] = {}
         r = len(self.vec)
         table = handle.snapshot.table
-        for key in (_ALLOC, _PLAIN, _PROD, _SAGG, *_F_LIM):
+        for key in (_ALLOC, _PLAIN, _PROD, _SAGG):
             table.column(key, np.int64, (r,))
+        for key in _F_LIM:
+            table.column(key, np.uint64, (r,))
         table.column(_STATE, np.int8)
         table.column(_UPDATE, np.float64)
         for key in (*_F_AGG, *_F_ON):
@@ -273,7 +277,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                     if limits is None or limits[0] is not base_v or limits[1] is not thr:
                         bases = base_v if isinstance(base_v, list) else [base_v] * len(alloc)
                         cut_offs = [
-                            _stored_cut_off(largest_fitting_estimate(b, a, t))
+                            _inverted(largest_fitting_estimate(b, a, t))
                             for b, a, t in zip(bases, alloc, thr, strict=True)
                         ]
                         limits = (base_v, thr, cut_offs)
@@ -297,8 +301,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 cached = last[1]
             else:
                 vector = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
-                # estimate > cut-off  <=>  stored cut-off > _CEILING - estimate (estimates are >= 0: no overflow)
-                bound = _CEILING - np.maximum(vector, 0)
+                # estimate > cut-off  <=>  stored (inverted) cut-off > inverted estimate, both uint64
+                bound = np.array([_inverted(e) for e in vector.tolist()], dtype=np.uint64)
                 vector.flags.writeable = bound.flags.writeable = False  # shared by the cycles of this pod
                 cached = _Estimate(vector, bound)
                 self._last_estimate = (pod, cached)
