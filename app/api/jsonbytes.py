@@ -74,11 +74,7 @@ def pack_object(obj: Any) -> bytes:
     Raises:
         TypeError: ``obj`` holds a value JSON cannot carry.
     """
-    try:
-        encoded = orjson.dumps(obj, option=_OPTIONS)
-    except orjson.JSONEncodeError as exc:
-        raise TypeError(f"not JSON-shaped: {exc}") from None
-    return pack_encoded(encoded)
+    return pack_encoded(encode_object(obj))
 
 
 def pack_encoded(encoded: bytes) -> bytes:
