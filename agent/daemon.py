@@ -302,7 +302,7 @@ class Agent:
         ):
             return
         try:
-            self.device_writer.write(desired)
+            self.device_writer.write(desired, create=bool(desired["spec"]["devices"]))
         except DeviceReportError as exc:
             log.warning("Device report failed: %s", exc)
             self.metrics.device_reports.labels(result="failed").inc()

@@ -211,8 +211,10 @@ class DeviceWriter(ABC):
     """Delivers the Device object."""
 
     @abstractmethod
-    def write(self, desired: dict[str, Any]) -> bool:
-        """Create or update the Device; True when something was written, False when it was up to date.
+    def write(self, desired: dict[str, Any], *, create: bool = True) -> bool:
+        """Create or update the Device; True when something was written, False when it was up to date (or
+        missing and ``create`` is False: a node without devices gets no Device, one whose devices went away
+        gets its Device emptied).
 
         Raises:
             DeviceReportError: it could not be written.
@@ -231,7 +233,7 @@ class APIDeviceWriter(DeviceWriter):
         self.client = client
         self.sleep = sleep
 
-    def write(self, desired: dict[str, Any]) -> bool:
+    def write(self, desired: dict[str, Any], *, create: bool = True) -> bool:
         """See :class:`DeviceWriter`. Conflicts (stale resourceVersion, a racing create) and 429 are retried
         up to :data:`RETRY_STEPS` times."""
         name = desired["metadata"]["name"]
@@ -244,6 +246,8 @@ class APIDeviceWriter(DeviceWriter):
                 try:
                     current = self.client.get(path)
                 except NotFound:
+                    if not create:
+                        return False
                     self.client.create(collection, desired)
                     log.info("created Device %s (%d devices)", name, len(desired["spec"]["devices"]))
                     return True
@@ -297,9 +301,11 @@ class FileDeviceWriter(DeviceWriter):
             return None
         return obj if isinstance(obj, dict) else None
 
-    def write(self, desired: dict[str, Any]) -> bool:
+    def write(self, desired: dict[str, Any], *, create: bool = True) -> bool:
         """See :class:`DeviceWriter`."""
         path = self.path(desired["metadata"]["name"])
+        if not create and not path.exists():
+            return False
         current = self._current(path)
         keep_transition_times(desired, current)
         if current is not None and same_devices(desired, current) and path.exists():
