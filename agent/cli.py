@@ -108,7 +108,7 @@ def agent(
 
     from agent.cgroups import CgroupLayout, CgroupPathError
     from agent.collectors.gpu import GPUCollector
-    from agent.collectors.nvml import NVML, RecordedNVML, load_nvml
+    from agent.collectors.nvml import NVML, NVMLError, RecordedNVML, load_nvml
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
@@ -189,4 +189,11 @@ def agent(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    the_agent.run(stop)
+    try:
+        the_agent.run(stop)
+    finally:
+        if nvml is not None:
+            try:
+                nvml.shutdown()
+            except NVMLError as exc:
+                logging.getLogger("agent").debug("nvmlShutdown: %s", exc)

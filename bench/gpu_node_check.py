@@ -5,7 +5,7 @@ JSON the Device object the agent would write, the node resources and labels the 
 what ``nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,memory.total,driver_version
 --format=csv,noheader,nounits`` reports, and every mismatch between the two. Per GPU it compares the UUID,
 the PCI bus id, the memory total (MiB, as nvidia-smi rounds it), the model label (the normalised name) and
-the driver version label; for the node, ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` = 100 per GPU and
+the driver version label (``discovery_ms``: how long one discovery round took); for the node, ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` = 100 per GPU and
 ``gpu-memory`` = the sum of the totals.
 
 Exit codes: 0 everything matches; 1 a mismatch (listed in ``mismatches``); 3 no GPU to check (nvidia-ml-py
@@ -23,6 +23,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             nvml, why = load_nvml()
         if nvml is None:
             raise NoGPU(why)
+        t0 = time.perf_counter()
         gpus, device = discover(nvml, args.node_name, args.sys_root)
+        discovery_ms = round((time.perf_counter() - t0) * 1000, 3)
         if not gpus:
             raise NoGPU("NVML answers but found no GPU")
         smi_text = args.smi_csv.read_text() if args.smi_csv is not None else run_smi()
@@ -174,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         "nvidiaSmi": rows,
         "mismatches": mismatches,
         "match": not mismatches,
+        "discovery_ms": discovery_ms,
     }
     print(json.dumps(report, indent=2))
     return EXIT_MATCH if not mismatches else EXIT_MISMATCH

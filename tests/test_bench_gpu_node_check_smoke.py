@@ -34,8 +34,9 @@ def test_h200_capture_matches_nvidia_smi(tmp_path: Path) -> None:
                 "--sys-root", str(tmp_path), "--node-name", "h200")  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = orjson.loads(proc.stdout)
-    assert set(report) == {"device", "nodeResources", "nodeLabels", "nvidiaSmi", "mismatches", "match"}
+    assert set(report) == {"device", "nodeResources", "nodeLabels", "nvidiaSmi", "mismatches", "match", "discovery_ms"}
     assert report["match"] is True and report["mismatches"] == []
+    assert report["discovery_ms"] > 0
     assert report["device"]["spec"]["devices"][0]["id"] == H200_UUID
     assert report["nodeResources"] == {
         "koordinator.sh/gpu": "100",
