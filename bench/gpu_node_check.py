@@ -5,8 +5,8 @@ JSON the Device object the agent would write, the node resources and labels the 
 what ``nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,memory.total,driver_version
 --format=csv,noheader,nounits`` reports, and every mismatch between the two. Per GPU it compares the UUID,
 the PCI bus id, the memory total (MiB, as nvidia-smi rounds it), the model label (the normalised name) and
-the driver version label (``discovery_ms``: how long one discovery round took); for the node, ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` = 100 per GPU and
-``gpu-memory`` = the sum of the totals.
+the driver version label; for the node, ``koordinator.sh/gpu-core`` and ``gpu-memory-ratio`` = 100 per GPU
+and ``gpu-memory`` = the sum of the totals. ``discovery_ms`` says how long one discovery round took.
 
 Exit codes: 0 everything matches; 1 a mismatch (listed in ``mismatches``); 3 no GPU to check (nvidia-ml-py
 missing, no driver, NVML sees no GPU, or no ``nvidia-smi``), with the reason on stderr; 2 bad arguments.
