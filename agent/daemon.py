@@ -93,6 +93,8 @@ class AgentConfig:
         reconcile_interval: isolation writes are planned again only when pods, their resources or the NodeSLO
             change; every ``reconcile_interval`` the files are read again and drift is repaired.
         proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``; sys: the sysfs mount (RDMA NICs, PCI).
+        discovery_interval: GPUs and RDMA NICs are discovered (and the Device rebuilt) this often (upstream's
+            ``NodeTopologySyncInterval``, 3 s).
         device_interval: the Device object is written when it changed, and at least this often (seconds)
             so a Device edited or deleted by someone else is repaired.
         rdma: look for RDMA NICs under ``<sys>/class/infiniband``.
@@ -108,6 +110,7 @@ class AgentConfig:
     proc: Path = Path("/proc")
     sys_cpu: Path = Path("/sys/devices/system/cpu")
     sys: Path = Path("/sys")
+    discovery_interval: float = 3.0
     device_interval: float = 60.0
     rdma: bool = True
 
@@ -277,9 +280,9 @@ class Agent:
                 self.cache.drop(key)
 
     def refresh_devices(self, now: float) -> None:
-        """Every ``states_interval``: discover GPUs and RDMA NICs, build the Device object, and write it when it
-        changed or ``device_interval`` passed (upstream ``reportDevice``). Nothing without a writer."""
-        if now - self._devices_at < self.config.states_interval:
+        """Every ``discovery_interval``: discover GPUs and RDMA NICs, build the Device object, and write it when
+        it changed or ``device_interval`` passed (upstream ``reportDevice``). Nothing is written without a writer."""
+        if now - self._devices_at < self.config.discovery_interval:
             return
         self._devices_at = now
         gpus = self.gpu.discover() if self.gpu is not None else []
