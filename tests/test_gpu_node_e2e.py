@@ -103,12 +103,16 @@ def test_agent_device_manager_node_scheduler_bind(tmp_path: Path) -> None:
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", fake.url)
     try:
         fake.seed("/api/v1/nodes", _node())
-        fake.seed("/api/v1/pods", _share_pod())
-        fake.seed(PODS, _share_pod())
+        second = copy.deepcopy(_share_pod())
+        second["metadata"].update(name="half-2", uid="uid-half-2")
+        for obj in (_share_pod(), second):
+            fake.seed("/api/v1/pods", obj)
+            fake.seed(PODS, obj)
 
         # 1. the agent discovers the H200 and writes the Device, owned by the Node
         h200_sys(tmp_path / "sys")
-        gpu = GPUCollector(FakeNVML(h200_capture()), sys_root=tmp_path / "sys")
+        nvml = FakeNVML(h200_capture())
+        gpu = GPUCollector(nvml, sys_root=tmp_path / "sys")
         with Client(load_configuration(kubeconfig), timeout=5) as client:
             agent = Agent(
                 AgentConfig(node_name="gpu-node", states_interval=0, features=set(), sys=tmp_path / "sys"),
@@ -166,12 +170,29 @@ def test_agent_device_manager_node_scheduler_bind(tmp_path: Path) -> None:
             view = srv.client.get("/apis/v1/pods/ml/half-gpu").json()
             assert view["deviceAllocated"] == allocated
             assert view["uid"] == "uid-half-gpu"
-            # a second half fits beside it, a third does not
-            second = copy.deepcopy(_share_pod())
-            second["metadata"].update(name="half-2", uid="uid-half-2")
-            assert srv.client.post("/filter", json=filter_body(second, ["gpu-node"])).json()["NodeNames"] == [
-                "gpu-node"
-            ]
+            # a second half fits beside it and binds, a third does not fit
+            r = srv.client.post("/filter", json=filter_body(fake.store[PODS]["half-2"], ["gpu-node"]))
+            assert r.json()["NodeNames"] == ["gpu-node"]
+            bind2 = {"PodName": "half-2", "PodNamespace": "ml", "PodUID": "uid-half-2", "Node": "gpu-node"}
+            assert srv.client.post("/bind", json=bind2).json() == {"Error": ""}
+            third = copy.deepcopy(_share_pod())
+            third["metadata"].update(name="half-3", uid="uid-half-3")
+            r = srv.client.post("/filter", json=filter_body(third, ["gpu-node"]))
+            # NodeResourcesFit already counts the node's advertised 100 gpu-core as taken
+            failed = "Insufficient koordinator.sh/gpu-core, Insufficient koordinator.sh/gpu-memory-ratio"
+            assert r.json()["FailedNodes"] == {"gpu-node": failed}
+
+        # 4. the GPU stops answering: the agent marks it unhealthy, the manager stops advertising it
+        nvml.failing = {0}
+        with Client(load_configuration(kubeconfig), timeout=5) as client:
+            agent.states = APIServerStates("gpu-node", client)
+            agent.device_writer = APIDeviceWriter(client)
+            agent.tick(1010.0)
+        [entry] = fake.store[DEVICES]["gpu-node"]["spec"]["devices"]
+        assert entry["health"] is False and entry["conditions"][0]["reason"] == "NVMLError"
+        asyncio.run(_manager_round(fake, kubeconfig))
+        allocatable = fake.store["/api/v1/nodes"]["gpu-node"]["status"]["allocatable"]
+        assert not any(k.startswith("koordinator.sh/gpu") for k in allocatable), allocatable
     finally:
         fake.close()
 
