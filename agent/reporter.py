@@ -11,7 +11,8 @@ GPU usage (``collectNodeGPUMetric`` / ``collectPodGPUMetric``): ``nodeUsage.devi
 ``podUsage.devices`` list one entry per GPU with samples in the window: ``type: gpu``, ``id`` (UUID),
 ``minor``, ``health`` (the GPU's current health; upstream leaves it unset), and resources
 ``koordinator.sh/gpu-core`` (average SM utilisation, percent), ``koordinator.sh/gpu-memory`` (average
-used bytes) and ``koordinator.sh/gpu-memory-ratio`` (``int(100 * used / total)``).
+used bytes) and ``koordinator.sh/gpu-memory-ratio`` (``int(100 * used / total)``); each aggregated node
+usage (avg, p50, ... over a duration, past its cold start) carries the same entries by that aggregation.
 """
 
 from __future__ import annotations
@@ -161,7 +162,12 @@ def _usage(
 
 
 def _aggregated(
-    cache: MetricCache, cpu_key: str, mem_key: str, now: float, durations: tuple[str, ...]
+    cache: MetricCache,
+    cpu_key: str,
+    mem_key: str,
+    now: float,
+    durations: tuple[str, ...],
+    gpus: list[GPUInfo] | None = None,
 ) -> list[dict[str, Any]]:
     out = []
     hows = ("avg", *AGGREGATIONS)
@@ -173,23 +179,32 @@ def _aggregated(
         usage: dict[str, Any] = {}
         for how in hows:
             c, m = cpu.get(how), mem.get(how)
-            usage[how] = (
-                {}
-                if c is None or m is None or (cold > 0 and c.span < cold)
-                else {"resources": format_resource_list({"cpu": int(c.value * 1000), "memory": int(m.value)})}
-            )
+            if c is None or m is None or (cold > 0 and c.span < cold):
+                usage[how] = {}
+                continue
+            usage[how] = {"resources": format_resource_list({"cpu": int(c.value * 1000), "memory": int(m.value)})}
+            if gpus:
+                devices = gpu_devices(cache, gpus, now - seconds, now, _node_gpu_keys, how)
+                if devices:
+                    usage[how]["devices"] = devices
         out.append({"usage": usage, "duration": d})
     return out
 
 
-def gpu_devices(cache: MetricCache, gpus: list[GPUInfo], start: float, end: float, keys: Any) -> list[dict[str, Any]]:
-    """GPU usage entries over ``[start, end]`` (see the module docstring); ``keys(minor)`` gives the
-    ``(sm key, memory key)`` of a GPU."""
+def _node_gpu_keys(minor: int) -> tuple[str, str]:
+    return gpu_sm_key(minor), gpu_memory_key(minor)
+
+
+def gpu_devices(
+    cache: MetricCache, gpus: list[GPUInfo], start: float, end: float, keys: Any, how: str = "avg"
+) -> list[dict[str, Any]]:
+    """GPU usage entries over ``[start, end]`` aggregated by ``how`` (avg, p50, ...; see the module docstring);
+    ``keys(minor)`` gives the ``(sm key, memory key)`` of a GPU."""
     out = []
     for gpu in gpus:
         sm_key, mem_key = keys(gpu.minor)
-        sm = cache.aggregate(sm_key, start, end, "avg")
-        mem = cache.aggregate(mem_key, start, end, "avg")
+        sm = cache.aggregate(sm_key, start, end, how)
+        mem = cache.aggregate(mem_key, start, end, how)
         if sm is None or mem is None:
             continue
         ratio = int(100 * mem.value / gpu.memory_total) if gpu.memory_total > 0 else 0
@@ -227,7 +242,7 @@ def build_status(
     if not node_usage:
         return None
     if gpus:
-        node_devices = gpu_devices(cache, gpus, start, now, lambda m: (gpu_sm_key(m), gpu_memory_key(m)))
+        node_devices = gpu_devices(cache, gpus, start, now, _node_gpu_keys)
         if node_devices:
             node_usage["devices"] = node_devices
     pods_metric = []
@@ -266,7 +281,7 @@ def build_status(
         "updateTime": format_time(now),
         "nodeMetric": {
             "nodeUsage": node_usage,
-            "aggregatedNodeUsages": _aggregated(cache, NODE_CPU, NODE_MEMORY, now, policy.durations),
+            "aggregatedNodeUsages": _aggregated(cache, NODE_CPU, NODE_MEMORY, now, policy.durations, gpus),
             "systemUsage": _usage(cache, SYS_CPU, SYS_MEMORY, start, now, "avg", 0),
             "aggregatedSystemUsages": _aggregated(cache, SYS_CPU, SYS_MEMORY, now, policy.durations),
         },

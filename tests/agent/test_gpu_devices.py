@@ -492,3 +492,30 @@ def test_agent_writes_the_device_and_reports_gpu_usage_in_its_nodemetric(tmp_pat
     assert metric["status"]["nodeMetric"]["nodeUsage"]["devices"] == [expected]
     [pod_metric] = metric["status"]["podsMetric"]
     assert pod_metric["podUsage"]["devices"] == [expected]
+
+
+def test_aggregated_node_usages_carry_gpu_entries_by_aggregation() -> None:
+    """Upstream's queryNodeMetric adds the GPU entries to every aggregation (avg, p50, ..., p99) once the
+    window is past its cold start."""
+    from agent.collectors.gpu import GPUInfo
+    from agent.metriccache import MetricCache
+    from agent.qos.context import NODE_CPU, NODE_MEMORY
+    from agent.reporter import CollectPolicy, build_status, gpu_memory_key, gpu_sm_key
+
+    gpu = GPUInfo(0, H200_UUID, 0, "NVIDIA H200", H200_MEMORY, "0000:00:06.0", -1, "pci0000:00")
+    cache = MetricCache(1.0, 1000.0)
+    for t in range(400):
+        cache.append(NODE_CPU, 1000.0 + t, 1.0)
+        cache.append(NODE_MEMORY, 1000.0 + t, 1 << 30)
+        cache.append(gpu_sm_key(0), 1000.0 + t, float(t % 100))  # 0..99, four times
+        cache.append(gpu_memory_key(0), 1000.0 + t, H200_MEMORY / 2)
+    status = build_status(cache, [], 1399.0, CollectPolicy(durations=("5m0s", "30m0s")), None, [gpu])
+    assert status is not None
+    five, thirty = status["nodeMetric"]["aggregatedNodeUsages"]
+    p90 = five["usage"]["p90"]["devices"]
+    assert [(d["id"], d["minor"]) for d in p90] == [(H200_UUID, 0)]
+    assert int(p90[0]["resources"]["koordinator.sh/gpu-core"]) >= 85
+    assert p90[0]["resources"]["koordinator.sh/gpu-memory-ratio"] == "50"
+    assert int(five["usage"]["avg"]["devices"][0]["resources"]["koordinator.sh/gpu-core"]) < 60
+    assert thirty["usage"]["avg"] == {}  # 400 s of samples: a 30 m window is still cold
+    assert status["nodeMetric"]["nodeUsage"]["devices"][0]["resources"]["koordinator.sh/gpu-memory"] == "73610752Ki"
