@@ -252,15 +252,16 @@ class APIDeviceWriter(DeviceWriter):
                     log.info("created Device %s (%d devices)", name, len(desired["spec"]["devices"]))
                     return True
                 keep_transition_times(desired, current)
-                if same_devices(desired, current):
-                    return False
                 meta = dict(current.get("metadata") or {})
+                owner_missing = "ownerReferences" in desired["metadata"] and not meta.get("ownerReferences")
+                if same_devices(desired, current) and not owner_missing:
+                    return False
                 labels = (desired["metadata"].get("labels")) or None
                 if labels is None:
                     meta.pop("labels", None)
                 else:
                     meta["labels"] = labels
-                if "ownerReferences" not in meta and "ownerReferences" in desired["metadata"]:
+                if owner_missing:  # created before the Node's uid was known
                     meta["ownerReferences"] = desired["metadata"]["ownerReferences"]
                 body = {**current, "metadata": meta, "spec": {**(current.get("spec") or {}), **desired["spec"]}}
                 self.client.put(path, body)

@@ -387,6 +387,11 @@ def test_api_writer_retries_conflicts_and_429_and_reports_refusals(
     obj2 = {**obj, "metadata": {**obj["metadata"], "labels": {}}}
     assert writer.write(obj2) is True
     assert "labels" not in fake.store[DEVICES]["gpu-node"]["metadata"]
+    # created before the Node's uid was known: the owner is added even though the devices did not change
+    del fake.store[DEVICES]["gpu-node"]["metadata"]["ownerReferences"]
+    assert writer.write(obj2) is True
+    assert fake.store[DEVICES]["gpu-node"]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert writer.write(obj2) is False
     fake.fail[("GET", path)] = (403, status(403, "Forbidden", 'devices "gpu-node" is forbidden'), {})
     with pytest.raises(DeviceReportError, match=r"Device gpu-node: HTTP 403: devices \"gpu-node\" is forbidden"):
         writer.write(obj)
