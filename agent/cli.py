@@ -88,6 +88,18 @@ def agent(
     log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
     log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
     verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
+    sys_root: Annotated[Path, typer.Option(help="sysfs mount (/host/sys in a container): PCI and RDMA NICs.")] = Path(
+        "/sys"
+    ),
+    gpu: Annotated[
+        bool, typer.Option(help="Report NVIDIA GPUs through NVML (needs the extra koordinator-py[gpu] and a driver).")
+    ] = True,
+    nvml_capture: Annotated[
+        Path | None, typer.Option(help="Answer NVML from a capture file (nvml.json) instead of the driver.")
+    ] = None,
+    device_interval: Annotated[
+        float, typer.Option(help="Write the Device object at least this often, seconds (and whenever it changes).")
+    ] = 60.0,
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
     reexec_lean()
@@ -95,9 +107,12 @@ def agent(
     import threading
 
     from agent.cgroups import CgroupLayout, CgroupPathError
+    from agent.collectors.gpu import GPUCollector
+    from agent.collectors.nvml import NVML, NVMLError, RecordedNVML, load_nvml
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
+    from agent.states.device import APIDeviceWriter, DeviceWriter, FileDeviceWriter
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
     from app.api.metricsserver import serve
 
@@ -117,14 +132,29 @@ def agent(
         fail(str(exc))
         return
     warn_missing_kubepods(layout)
+    if device_interval <= 0:
+        fail("--device-interval must be > 0")
+    nvml: NVML | None = None
+    if nvml_capture is not None:
+        try:
+            nvml = RecordedNVML.from_file(nvml_capture)
+        except (OSError, ValueError) as exc:
+            fail(f"--nvml-capture {nvml_capture}: {exc}")
+    elif gpu:
+        nvml, why = load_nvml()
+        if nvml is None:
+            logging.getLogger("agent").info("GPU discovery off: %s", why)
+    gpus = GPUCollector(nvml, sys_root=sys_root, proc_root=proc_root) if nvml is not None else None
     states: StatesProvider
     writer: MetricWriter | None
+    device_writer: DeviceWriter | None
     evictor: Evictor
     if cluster is not None:
         if not cluster.exists():
             fail(f"--cluster {cluster}: no such file or directory")
         states = FileStates(node_name, cluster)
         writer = FileMetricWriter(nodemetric_dir) if nodemetric_dir else None
+        device_writer = FileDeviceWriter(nodemetric_dir) if nodemetric_dir else None
         default_events = (nodemetric_dir / "agent-events.jsonl") if nodemetric_dir else None
         evictor = RecordingEvictor(node_name, events_file or default_events, dry_run)
     else:
@@ -137,6 +167,7 @@ def agent(
             return
         states = APIServerStates(node_name, client, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
         writer = APIMetricWriter(client)
+        device_writer = APIDeviceWriter(client)
         evictor = APIEvictor(node_name, client, dry_run)
     config = AgentConfig(
         node_name=node_name,
@@ -146,8 +177,10 @@ def agent(
         dry_run=dry_run,
         features=features,
         proc=proc_root,
+        sys=sys_root,
+        device_interval=device_interval,
     )
-    the_agent = Agent(config, layout, states, writer, evictor)
+    the_agent = Agent(config, layout, states, writer, evictor, gpu=gpus, device_writer=device_writer)
     if port:
         try:
             serve(host, port, the_agent.metrics.registry, the_agent.healthy)
@@ -156,4 +189,11 @@ def agent(
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    the_agent.run(stop)
+    try:
+        the_agent.run(stop)
+    finally:
+        if nvml is not None:
+            try:
+                nvml.shutdown()
+            except NVMLError as exc:
+                logging.getLogger("agent").debug("nvmlShutdown: %s", exc)

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups import CgroupLayout, CgroupPathError
+from agent.collectors.gpu import GPUCollector
 from agent.collectors.hostapps import HostApp, HostAppCollector, host_apps_of
 from agent.collectors.node import NodeCollector, ProcessorInfo, processors
 from agent.collectors.pods import CgroupUsageReader, PodCollector, collect_be
+from agent.collectors.rdma import RDMAInfo, discover_rdma
 from agent.evictor import Evictor
 from agent.executor import CgroupExecutor
 from agent.metriccache import MetricCache
@@ -42,7 +44,18 @@ from agent.qos.context import (
 from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
-from agent.reporter import CollectPolicy, MetricWriter, ReportError, build_status, go_duration_seconds
+from agent.reporter import (
+    CollectPolicy,
+    MetricWriter,
+    ReportError,
+    build_status,
+    go_duration_seconds,
+    gpu_memory_key,
+    gpu_pod_core_key,
+    gpu_pod_memory_key,
+    gpu_sm_key,
+)
+from agent.states.device import DeviceReportError, DeviceWriter, device_object, same_devices
 from agent.states.nodeslo import NodeSLOIntake
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
@@ -79,7 +92,12 @@ class AgentConfig:
         report_interval: override of the NodeMetric report interval (None: from the NodeMetric spec, >= 30 s).
         reconcile_interval: isolation writes are planned again only when pods, their resources or the NodeSLO
             change; every ``reconcile_interval`` the files are read again and drift is repaired.
-        proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``.
+        proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``; sys: the sysfs mount (RDMA NICs, PCI).
+        discovery_interval: GPUs and RDMA NICs are discovered (and the Device rebuilt) this often (upstream's
+            ``NodeTopologySyncInterval``, 3 s).
+        device_interval: the Device object is written when it changed, and at least this often (seconds)
+            so a Device edited or deleted by someone else is repaired.
+        rdma: look for RDMA NICs under ``<sys>/class/infiniband``.
     """
 
     node_name: str
@@ -91,6 +109,10 @@ class AgentConfig:
     features: set[str] = field(default_factory=lambda: {k for k, v in DEFAULT_FEATURES.items() if v})
     proc: Path = Path("/proc")
     sys_cpu: Path = Path("/sys/devices/system/cpu")
+    sys: Path = Path("/sys")
+    discovery_interval: float = 3.0
+    device_interval: float = 60.0
+    rdma: bool = True
 
 
 def node_capacity(
@@ -137,6 +159,8 @@ class Agent:
         writer: where NodeMetric reports go (None: not reported).
         evictor: carries out evictions.
         metrics: Prometheus metrics (a fresh registry by default).
+        gpu: NVIDIA GPU discovery and usage (None: no NVML on this node).
+        device_writer: where the Device object goes (None: not reported).
     """
 
     def __init__(
@@ -147,8 +171,17 @@ class Agent:
         writer: MetricWriter | None,
         evictor: Evictor,
         metrics: AgentMetrics | None = None,
+        gpu: GPUCollector | None = None,
+        device_writer: DeviceWriter | None = None,
     ) -> None:
         self.config = config
+        self.gpu = gpu
+        self.device_writer = device_writer
+        self.rdmas: list[RDMAInfo] = []
+        self.device: dict[str, Any] | None = None
+        self._devices_at = -1e18
+        self._device_written: dict[str, Any] | None = None
+        self._device_written_at = -1e18
         self.layout = layout
         self.states = states
         self.writer = writer
@@ -242,6 +275,57 @@ class Agent:
         for key in self.cache.keys("pod_"):
             if key.split("/", 1)[1] not in live:
                 self.cache.drop(key)
+        for key in self.cache.keys("gpu_pod_"):
+            if key.split("/")[1] not in live:
+                self.cache.drop(key)
+
+    def refresh_devices(self, now: float) -> None:
+        """Every ``discovery_interval``: discover GPUs and RDMA NICs, build the Device object, and write it when
+        it changed or ``device_interval`` passed (upstream ``reportDevice``). Nothing is written without a writer."""
+        if now - self._devices_at < self.config.discovery_interval:
+            return
+        self._devices_at = now
+        gpus = self.gpu.discover() if self.gpu is not None else []
+        self.rdmas = discover_rdma(self.config.sys) if self.config.rdma else []
+        if self.device_writer is None:
+            return
+        node_uid = ((self.states.node or {}).get("metadata") or {}).get("uid")
+        driver = self.gpu.driver_version if self.gpu is not None else ""
+        try:
+            desired = device_object(self.config.node_name, node_uid, gpus, self.rdmas, driver, now)
+        except DeviceReportError as exc:
+            log.warning("%s", exc)
+            return
+        self.device = desired
+        written = self._device_written
+        if (
+            written is not None
+            and same_devices(desired, written)
+            and now - self._device_written_at < (self.config.device_interval)
+        ):
+            return
+        try:
+            self.device_writer.write(desired, create=bool(desired["spec"]["devices"]))
+        except DeviceReportError as exc:
+            log.warning("Device report failed: %s", exc)
+            self.metrics.device_reports.labels(result="failed").inc()
+            return
+        self.metrics.device_reports.labels(result="success").inc()
+        self._device_written = desired
+        self._device_written_at = now
+
+    def collect_gpus(self, now: float, retention: float) -> None:
+        """GPU usage into the metric cache: per minor (SM percent, memory bytes) for the node and per pod."""
+        if self.gpu is None or not self.gpu.gpus:
+            return
+        sample = self.gpu.usage()
+        for minor, (sm, mem) in sample.node.items():
+            self.cache.append(gpu_sm_key(minor), now, sm)
+            self.cache.append(gpu_memory_key(minor), now, mem)
+        for uid, per in sample.pods.items():
+            for minor, (sm, mem) in per.items():
+                self.cache.append(gpu_pod_core_key(uid, minor), now, sm, retention=retention)
+                self.cache.append(gpu_pod_memory_key(uid, minor), now, mem, retention=retention)
 
     def _pod_views(self) -> tuple[dict[str, PodMeta], list[PodMeta]]:
         """``(pods by uid, active pods)`` of :attr:`pods`, computed again only when the list is replaced."""
@@ -304,6 +388,7 @@ class Agent:
             self.cache.append(SYS_CPU, now, max(node_cpu - sum_cpu - apps_cpu, 0.0))
         if node_memory is not None:
             self.cache.append(SYS_MEMORY, now, max(node_memory - sum_mem - apps_mem, 0))
+        self.collect_gpus(now, pod_retention)
         try:
             be = collect_be(self.layout, self.pod_collector.reader, self.pods, now)
         except (OSError, ValueError, CgroupPathError) as exc:
@@ -389,7 +474,8 @@ class Agent:
         """Write a NodeMetric when the report interval passed (or ``force``); True when written."""
         if self.writer is None or (not force and now - self._report_at < self.report_interval):
             return False
-        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps)
+        gpus = self.gpu.gpus if self.gpu is not None else None
+        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps, gpus)
         if status is None:
             return False
         self._report_at = now
@@ -409,6 +495,7 @@ class Agent:
         """One round: states (when due), collection, enforcement, report (when due)."""
         now = time.time() if now is None else now
         self.refresh_states(now)
+        self.refresh_devices(now)
         self.collect(now)
         self.enforce(now)
         self.report(now)

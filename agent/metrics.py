@@ -58,6 +58,9 @@ class AgentMetrics:
             registry=r,
         )
         self.reports = Counter("koordlet_nodemetric_reports", "NodeMetric reports by result.", ["result"], registry=r)
+        self.device_reports = Counter(
+            "koordlet_device_reports", "Device object writes (only when it changed) by result.", ["result"], registry=r
+        )
         self._write_counters: dict[tuple[str, str], Any] = {}
 
     def cgroup_write(self, resource: str, result: str) -> None:

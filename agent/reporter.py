@@ -6,6 +6,13 @@ hold avg/p50/p90/p95/p99 for every configured duration (default 5m, 10m, 30m) an
 the samples span less than half the duration (cold start); ``podsMetric`` is sorted by namespace then
 name with the koord priority class and QoS of each pod. cpu is written as milli-cores
 (``NewMilliQuantity``), memory in bytes (``NewQuantity(BinarySI)``).
+
+GPU usage (``collectNodeGPUMetric`` / ``collectPodGPUMetric``): ``nodeUsage.devices`` and each pod's
+``podUsage.devices`` list one entry per GPU with samples in the window: ``type: gpu``, ``id`` (UUID),
+``minor``, ``health`` (the GPU's current health; upstream leaves it unset), and resources
+``koordinator.sh/gpu-core`` (average SM utilisation, percent), ``koordinator.sh/gpu-memory`` (average
+used bytes) and ``koordinator.sh/gpu-memory-ratio`` (``int(100 * used / total)``); each aggregated node
+usage (avg, p50, ... over a duration, past its cold start) carries the same entries by that aggregation.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from pydantic import ValidationError
 
+from agent.collectors.gpu import GPUInfo
 from agent.collectors.hostapps import HostApp
 from agent.metriccache import AGGREGATIONS, MetricCache
 from agent.qos.context import (
@@ -36,8 +44,9 @@ from agent.qos.context import (
     pod_memory_key,
 )
 from agent.states.pods import PodMeta
+from app.api import devicenames as dn
 from app.api.kinds import KINDS
-from app.api.quantity import format_resource_list
+from app.api.quantity import format_resource, format_resource_list
 from app.api.slo import NodeMetric
 from app.api.timeparse import format_time
 from app.client.errors import ApiError, Conflict, NotFound
@@ -59,6 +68,26 @@ VALIDATE_TIME_RANGE_RATIO = 0.5
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def gpu_sm_key(minor: int) -> str:
+    """Series key of a GPU's summed SM utilisation (percent)."""
+    return f"gpu_core/{minor}"
+
+
+def gpu_memory_key(minor: int) -> str:
+    """Series key of a GPU's summed process memory (bytes)."""
+    return f"gpu_memory/{minor}"
+
+
+def gpu_pod_core_key(uid: str, minor: int) -> str:
+    """Series key of a pod's SM utilisation on GPU ``minor`` (percent)."""
+    return f"gpu_pod_core/{uid}/{minor}"
+
+
+def gpu_pod_memory_key(uid: str, minor: int) -> str:
+    """Series key of a pod's memory on GPU ``minor`` (bytes)."""
+    return f"gpu_pod_memory/{uid}/{minor}"
 
 
 class ReportError(Exception):
@@ -133,7 +162,12 @@ def _usage(
 
 
 def _aggregated(
-    cache: MetricCache, cpu_key: str, mem_key: str, now: float, durations: tuple[str, ...]
+    cache: MetricCache,
+    cpu_key: str,
+    mem_key: str,
+    now: float,
+    durations: tuple[str, ...],
+    gpus: list[GPUInfo] | None = None,
 ) -> list[dict[str, Any]]:
     out = []
     hows = ("avg", *AGGREGATIONS)
@@ -145,17 +179,58 @@ def _aggregated(
         usage: dict[str, Any] = {}
         for how in hows:
             c, m = cpu.get(how), mem.get(how)
-            usage[how] = (
-                {}
-                if c is None or m is None or (cold > 0 and c.span < cold)
-                else {"resources": format_resource_list({"cpu": int(c.value * 1000), "memory": int(m.value)})}
-            )
+            if c is None or m is None or (cold > 0 and c.span < cold):
+                usage[how] = {}
+                continue
+            usage[how] = {"resources": format_resource_list({"cpu": int(c.value * 1000), "memory": int(m.value)})}
+            if gpus:
+                devices = gpu_devices(cache, gpus, now - seconds, now, _node_gpu_keys, how)
+                if devices:
+                    usage[how]["devices"] = devices
         out.append({"usage": usage, "duration": d})
     return out
 
 
+def _node_gpu_keys(minor: int) -> tuple[str, str]:
+    return gpu_sm_key(minor), gpu_memory_key(minor)
+
+
+def gpu_devices(
+    cache: MetricCache, gpus: list[GPUInfo], start: float, end: float, keys: Any, how: str = "avg"
+) -> list[dict[str, Any]]:
+    """GPU usage entries over ``[start, end]`` aggregated by ``how`` (avg, p50, ...; see the module docstring);
+    ``keys(minor)`` gives the ``(sm key, memory key)`` of a GPU."""
+    out = []
+    for gpu in gpus:
+        sm_key, mem_key = keys(gpu.minor)
+        sm = cache.aggregate(sm_key, start, end, how)
+        mem = cache.aggregate(mem_key, start, end, how)
+        if sm is None or mem is None:
+            continue
+        ratio = int(100 * mem.value / gpu.memory_total) if gpu.memory_total > 0 else 0
+        out.append(
+            {
+                "type": dn.DEVICE_GPU,
+                "id": gpu.uuid,
+                "minor": gpu.minor,
+                "health": gpu.healthy,
+                "resources": {
+                    dn.RESOURCE_GPU_CORE: format_resource(dn.RESOURCE_GPU_CORE, int(sm.value)),
+                    dn.RESOURCE_GPU_MEMORY: format_resource("memory", int(mem.value)),
+                    dn.RESOURCE_GPU_MEMORY_RATIO: format_resource(dn.RESOURCE_GPU_MEMORY_RATIO, ratio),
+                },
+            }
+        )
+    return out
+
+
 def build_status(
-    cache: MetricCache, pods: list[PodMeta], now: float, policy: CollectPolicy, host_apps: list[HostApp] | None = None
+    cache: MetricCache,
+    pods: list[PodMeta],
+    now: float,
+    policy: CollectPolicy,
+    host_apps: list[HostApp] | None = None,
+    gpus: list[GPUInfo] | None = None,
 ) -> dict[str, Any] | None:
     """The NodeMetric ``status`` at ``now``, or None before the first node sample (upstream skips that round).
 
@@ -166,11 +241,22 @@ def build_status(
     node_usage = _usage(cache, NODE_CPU, NODE_MEMORY, start, now, "avg", 0)
     if not node_usage:
         return None
+    if gpus:
+        node_devices = gpu_devices(cache, gpus, start, now, _node_gpu_keys)
+        if node_devices:
+            node_usage["devices"] = node_devices
     pods_metric = []
     for pod in pods:
         usage = _usage(cache, pod_cpu_key(pod.uid), pod_memory_key(pod.uid), start, now, "avg", 0)
         if not usage:
             continue
+        if gpus:
+            uid = pod.uid
+            pod_devices = gpu_devices(
+                cache, gpus, start, now, lambda m, uid=uid: (gpu_pod_core_key(uid, m), gpu_pod_memory_key(uid, m))
+            )
+            if pod_devices:
+                usage["devices"] = pod_devices
         pods_metric.append(
             {
                 "namespace": pod.namespace,
@@ -195,7 +281,7 @@ def build_status(
         "updateTime": format_time(now),
         "nodeMetric": {
             "nodeUsage": node_usage,
-            "aggregatedNodeUsages": _aggregated(cache, NODE_CPU, NODE_MEMORY, now, policy.durations),
+            "aggregatedNodeUsages": _aggregated(cache, NODE_CPU, NODE_MEMORY, now, policy.durations, gpus),
             "systemUsage": _usage(cache, SYS_CPU, SYS_MEMORY, start, now, "avg", 0),
             "aggregatedSystemUsages": _aggregated(cache, SYS_CPU, SYS_MEMORY, now, policy.durations),
         },

@@ -154,7 +154,11 @@ def test_manager_rbac(manager_rules: tuple[list[dict[str, Any]], list[dict[str, 
         assert _allows(cluster, "", "namespaces", verb)
         assert _allows(ns, "", "configmaps", verb)
     assert _allows(cluster, "", "nodes/status", "patch")
-    assert not _allows(cluster, "", "nodes", "patch")  # only the status subresource is written
+    assert _allows(cluster, "", "nodes", "patch")  # the GPU labels of the node's Device (gpudeviceresource)
+    assert not _allows(cluster, "", "nodes", "update")
+    for verb in ("get", "list", "watch"):
+        assert _allows(cluster, "scheduling.koordinator.sh", "devices", verb)
+    assert not _allows(cluster, "scheduling.koordinator.sh", "devices", "update")
     for verb in ("get", "list", "watch", "create", "update", "patch"):
         assert _allows(cluster, "slo.koordinator.sh", "nodeslos", verb)
     for resource in ("mutatingwebhookconfigurations", "validatingwebhookconfigurations"):

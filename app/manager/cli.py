@@ -1,4 +1,4 @@
-"""``koord manager``: the slo-controller (NodeSLO and batch-resource controllers) as its own process.
+"""``koord manager``: the slo-controller (NodeSLO, batch- and device-resource controllers) as its own process.
 
 In a cluster several replicas may run; one is active at a time through leader election on the
 Lease ``--lease-name`` in ``--lease-namespace`` (the ``kubernetes`` package's ``leaderelection``,
@@ -41,7 +41,7 @@ log = logging.getLogger("koord.manager")
 disable_created_metrics()  # no *_created series (they double every counter; no dashboard reads them)
 
 #: Kinds the controllers read (ConfigMaps only in koordinator-system).
-MANAGER_KINDS = ("Node", "Pod", "NodeMetric", "NodeSLO", "ConfigMap")
+MANAGER_KINDS = ("Node", "Pod", "NodeMetric", "NodeSLO", "ConfigMap", "Device")
 
 
 async def _run(

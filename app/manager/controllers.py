@@ -11,6 +11,9 @@ cache and writing through the source:
   has an ownerReference to a Node and the source's backend garbage-collects owned objects
   (:attr:`~app.sources.base.Source.owner_gc`, the API server): the embedded mode has no garbage
   collector.
+- Device resources (:mod:`app.manager.deviceresource`): ``koordinator.sh/gpu-*`` and ``koordinator.sh/rdma``
+  in ``status.capacity`` / ``status.allocatable`` from the healthy devices of the node's Device object, and
+  its GPU labels on the Node, patched whenever they differ (the Device marks its node dirty).
 - Batch resources: ``source.patch("Node", name, {"status": {"allocatable": ..., "capacity": ...}},
   subresource="status")``; removed (``null``) when colocation is disabled for the node or its
   NodeMetric is missing/stale. Written when this instance has not written the node yet, when
@@ -37,7 +40,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.api.koordext import BATCH_CPU, BATCH_MEMORY
-from app.api.quantity import format_resource
+from app.api.quantity import QuantityError, format_resource, parse_resource_list
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -52,6 +55,7 @@ from app.manager.colocation import (
     node_strategy,
     parse_colocation_config,
 )
+from app.manager.deviceresource import DeviceResourceError, device_resources, node_patches
 from app.manager.inputs import metric_input, node_input, pod_inputs
 from app.manager.sloconfig import SLOConfig, node_slo_spec, parse_slo_config
 from app.sources.base import Source
@@ -80,7 +84,7 @@ class _DirtyListener(CacheListener):
                 self.owner.dirty.add(pod.node_name)
 
     def on_object(self, kind: str, key: str, obj: dict[str, Any] | None) -> None:
-        if kind in ("NodeMetric", "NodeSLO"):
+        if kind in ("NodeMetric", "NodeSLO", "Device"):
             self.owner.dirty.add(key)
         elif kind == "ConfigMap" and key == CONFIG_KEY:
             self.owner.config_changed = True
@@ -293,6 +297,36 @@ class SLOControllers:
         self.writes.labels("NodeStatus", "ok").inc()
         return True
 
+    # ------------------------------------------------------------------ device resources
+    async def sync_device_resources(self, node: NodeState) -> bool:
+        """Patch the node's device resources (status) and GPU labels (metadata) when they differ from what
+        its Device gives; True if anything was written. A malformed Device is logged and the node left alone.
+
+        Raises:
+            ApiError: the source refused a patch.
+        """
+        device = self.cache.objects.get("Device", {}).get(node.name)
+        try:
+            desired = device_resources(device)
+        except DeviceResourceError as exc:
+            log.warning("node %s: ignoring its Device: %s", node.name, exc)
+            return False
+        obj = node.obj
+        try:
+            capacity = parse_resource_list((obj.get("status") or {}).get("capacity"), field="status.capacity")
+        except QuantityError:
+            capacity = {}
+        status, meta = node_patches(desired, node.allocatable, capacity, node.labels)
+        if status is not None:
+            log.info("node %s device resources: %s", node.name, status["status"]["allocatable"])
+            await self.source.patch("Node", node.name, status, subresource="status")
+            self.writes.labels("NodeDeviceResources", "ok").inc()
+        if meta is not None:
+            log.info("node %s GPU labels: %s", node.name, meta["metadata"]["labels"])
+            await self.source.patch("Node", node.name, meta)
+            self.writes.labels("NodeDeviceLabels", "ok").inc()
+        return status is not None or meta is not None
+
     # ------------------------------------------------------------------ loop
     async def reconcile(self, names: set[str]) -> None:
         """Reconcile the named nodes; a failed write leaves the node dirty for the next round."""
@@ -307,7 +341,11 @@ class SLOControllers:
                     self.writes.labels("NodeSLODelete", "error").inc()
                     self.dirty.add(name)
                 continue
-            for sync, what in ((self.sync_nodeslo, "NodeSLO"), (self.sync_node_resources, "NodeStatus")):
+            for sync, what in (
+                (self.sync_nodeslo, "NodeSLO"),
+                (self.sync_node_resources, "NodeStatus"),
+                (self.sync_device_resources, "NodeDeviceResources"),
+            ):
                 try:
                     await sync(node)
                 except ApiError as exc:

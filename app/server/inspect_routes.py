@@ -1,7 +1,8 @@
 """Inspection under Koordinator's paths (``/apis/v1/...``) and ``POST /apis/v1/explain``.
 
 Mirrors pkg/scheduler/frameworkext/services: ``__services__`` lists the registered paths by
-method, ``nodes/{nodeName}`` shows a node's snapshot, plugins add theirs under
+method, ``nodes/{nodeName}`` shows a node's snapshot, ``pods/{namespace}/{name}`` a pod's scheduling state
+(phase, node, its ``scheduling.koordinator.sh/`` annotations and its device allocation), plugins add theirs under
 ``plugins/<Plugin>/`` (their handlers return data or raise ``NotFound``, answered 404 here).
 Errors answer ``{"message": ...}`` as upstream does.
 """
@@ -11,14 +12,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, FastAPI, Request, Response
 
+from app.api.devicenames import ANNOTATION_DEVICE_ALLOCATED
 from app.api.extender import ExtenderArgs
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
 from app.api.timeparse import parse_time
 from app.cache.podinfo import PodError
 from app.client.errors import NotFound
 from app.framework.interfaces import ServiceProvider
+from app.plugins.deviceshare.allocation import format_allocations
+from app.plugins.deviceshare.plugin import DeviceShare
 from app.plugins.loadaware.plugin import LoadAwareScheduling
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
@@ -80,6 +85,54 @@ async def query_node(nodeName: str, request: Request) -> Response:
         "nodeMetricAgeSeconds": age if age is None or math.isfinite(age) else None,
         "assumedPods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in assumed],
         "pods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in pods],
+    }
+    return json_response(body)
+
+
+#: Prefix of the annotations the pod inspection shows.
+SCHEDULING_ANNOTATION_PREFIX = "scheduling.koordinator.sh/"
+
+
+def _device_allocated(state: ServiceState, uid: str, annotations: dict[str, str]) -> tuple[Any, str | None]:
+    """(the pod's device allocation as JSON, where it came from): its ``device-allocated`` annotation, else
+    what DeviceShare holds for it (embedded mode, or before the annotation is written); (None, None) if none."""
+    raw = annotations.get(ANNOTATION_DEVICE_ALLOCATED)
+    if raw:
+        try:
+            return orjson.loads(raw), "annotation"
+        except orjson.JSONDecodeError:
+            return raw, "annotation"
+    plugin = next((p for p in state.framework.plugins if isinstance(p, DeviceShare)), None)
+    held = plugin.devices.allocations_of(uid) if plugin is not None and uid else None
+    if held:
+        return orjson.loads(format_allocations(held[1])), "scheduler"
+    return None, None
+
+
+@router.get("/pods/{namespace}/{name}")
+async def query_pod(namespace: str, name: str, request: Request) -> Response:
+    """A pod as the scheduler sees it: uid, phase, node (``assumedNode`` while bound only in the cache), its
+    ``scheduling.koordinator.sh/`` annotations, requests, and ``deviceAllocated``: the parsed
+    ``device-allocated`` annotation, or in embedded mode (no API server to write annotations to) the
+    allocation DeviceShare made, with ``deviceAllocatedFrom`` saying which. 404 ``cannot find pod ns/name``."""
+    state: ServiceState = request.app.state.service
+    pod = state.cache.find_pod(namespace=namespace, name=name)
+    if pod is None or pod.namespace != namespace or pod.name != name:
+        return error_response(f"cannot find pod {namespace}/{name}", 404)
+    annotations = {k: v for k, v in sorted(pod.annotations.items()) if k.startswith(SCHEDULING_ANNOTATION_PREFIX)}
+    allocated, source = _device_allocated(state, pod.uid, pod.annotations)
+    assumed = state.cache.assumed.get(pod.uid)
+    body: dict[str, Any] = {
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+        "phase": pod.phase,
+        "nodeName": pod.node_name,
+        "assumedNode": assumed.node if assumed is not None else None,
+        "requests": format_resource_list({k: v for k, v in pod.requests.items() if v}),
+        "annotations": annotations,
+        "deviceAllocated": allocated,
+        "deviceAllocatedFrom": source,
     }
     return json_response(body)
 
