@@ -485,7 +485,7 @@ def test_a_member_observed_bound_later_marks_its_gang_once_satisfied(tmp_path: P
     known, the bound pod's update marks the group once satisfied, and a replacement passes alone."""
     first, replacement = pod("late-0", group="late"), pod("late-1", group="late")
     objs = [node("n1"), pod_group("late", 3, 5), first]
-    srv, source = _server(tmp_path, objs, poll=0.05)
+    srv, _ = _server(tmp_path, objs, poll=0.05)
     with srv:
         assert _gang(srv, "default/late")["onceResourceSatisfied"] is False
         write(tmp_path, [node("n1"), pod_group("late", 3, 5), _bound(first, "n1"), replacement])
