@@ -494,3 +494,16 @@ def test_a_member_observed_bound_later_marks_its_gang_once_satisfied(tmp_path: P
             assert time.monotonic() < deadline, "the bound member was never seen"
             time.sleep(0.05)
         assert filter_verdict(srv.client, replacement, ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_the_member_completing_its_gang_passes_before_its_watch_event(tmp_path: Path) -> None:
+    """Issue 28: kube-scheduler may filter the last member of a gang before the extender's watch delivers
+    that pod; the pod being filtered counts as a child of its gang, so the completing member passes
+    (the earlier members, filtered while the gang lacked children, were refused)."""
+    members = [pod(f"done-{i}", group="done") for i in range(3)]
+    srv, _ = _server(tmp_path, [node("n1"), pod_group("done", 3, 5), *members[:2]])
+    with srv:
+        refused = filter_verdict(srv.client, members[0], ["n1"])["FailedAndUnresolvableNodes"]["n1"]
+        assert "child pod not collect enough" in refused
+        assert filter_verdict(srv.client, members[2], ["n1"])["NodeNames"] == ["n1"]
+        assert len(_gang(srv, "default/done")["children"]) == 2  # the filter did not add it to the cache

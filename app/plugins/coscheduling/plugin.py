@@ -196,7 +196,11 @@ class Coscheduling(
 
     def _basic_check(self, gang: Gang, pod: PodInfo) -> str:
         """Upstream ``basicGangRequirementsCheck``: "" when every gang of the group exists, is initialised
-        and has collected minMember children, else the failure message."""
+        and has collected minMember children, else the failure message.
+
+        ``pod`` counts as a child of ``gang`` even before its own watch event reached the cache: upstream
+        checks a pod its informer already holds, while kube-scheduler may send ``/filter`` for the member
+        that completes the gang before the extender's watch delivers it."""
         missing: list[str] = []
         not_init: list[str] = []
         short = False
@@ -206,7 +210,7 @@ class Coscheduling(
                 missing.append(member_id)
             elif not member.has_init:
                 not_init.append(member_id)
-            elif len(member.children) < member.min_required:
+            elif len(member.children) + (member is gang and pod.key not in member.children) < member.min_required:
                 short = True
         parts = []
         if missing:
