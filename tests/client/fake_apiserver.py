@@ -207,7 +207,7 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
 
         def _collection(self, coll: str, query: dict[str, str], body: Any, headers: dict[str, str]) -> None:
             if self.command == "GET" and query.get("watch") == "true":
-                self._watch(coll)
+                self._watch(coll, query.get("resourceVersion"))
             elif self.command == "GET":
                 self._list(coll, query)
             elif self.command == "POST":
@@ -384,12 +384,19 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        def _watch(self, coll: str) -> None:
+        def _watch(self, coll: str, since: str | None = None) -> None:
             with fake.lock:
                 scripts = fake.watch_scripts[coll]
                 script = scripts.pop(0) if scripts else WatchScript(end="hold")
                 fake.open_watches += 1
-                seen = len(fake.published[coll])
+                # published events newer than the watch's resourceVersion (all later ones without it)
+                events = fake.published[coll]
+                seen = len(events)
+                if since and since.isdigit():
+                    newer = (
+                        i for i, e in enumerate(events) if int(e["object"]["metadata"]["resourceVersion"]) > int(since)
+                    )
+                    seen = next(newer, seen)
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

@@ -215,3 +215,25 @@ def test_retries_are_rate_limited(tmp_path: Path) -> None:
         assert all(sum(1 for t in times if start <= t < start + 1.0) <= 7 for start in times)
     finally:
         fake.close()
+
+
+def test_a_gang_group_is_retried_when_its_last_gang_completes(tmp_path: Path) -> None:
+    """Gangs ga (min 1) and gb (min 2) form one group: ga's member is refused while gb lacks a child, and
+    is retried when gb's second member arrives (a Pod event of the *other* gang). Over the file source,
+    whose merge patches land on the pods it holds."""
+    from app.sources.files import FileSource
+    from tests.plugins.gangkit import annotations_of, dumps, gang_pod, write
+
+    group = dumps(["default/ga", "default/gb"])
+    a0 = gang_pod("a-0", "ga", "1", groups=group)
+    b0, b1 = gang_pod("b-0", "gb", "2", groups=group), gang_pod("b-1", "gb", "2", groups=group)
+    source = FileSource(write(tmp_path, [node("n1"), a0, b0]), poll_interval=0.05)
+    with LiveServer(source) as srv:
+        assert "child pod not collect enough" in _refused(srv, a0)
+        assert n.ANNOTATION_GANG_STATE not in annotations_of(source, "a-0")
+        write(tmp_path, [node("n1"), a0, b0, b1])
+        wait_until(lambda: n.ANNOTATION_GANG_STATE in annotations_of(source, "a-0"), timeout=10)
+        state = json.loads(annotations_of(source, "a-0")[n.ANNOTATION_GANG_STATE])
+        assert (state["gang"], state["children"], state["minMember"]) == ("default/ga", 1, 1)
+        assert n.ANNOTATION_GANG_STATE not in annotations_of(source, "b-0")  # never refused
+        assert filter_verdict(srv.client, a0, ["n1"])["NodeNames"] == ["n1"]
