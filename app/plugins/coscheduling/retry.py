@@ -180,6 +180,8 @@ class GangRetry(CacheListener):
     # ------------------------------------------------------------------ events
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """A refused member bound or deleted needs no retry; any member's event may complete its gang."""
+        if not self.refused and not self.due:
+            return  # the common case: nothing waits for a retry
         pod = new or old
         if pod is None:
             return
