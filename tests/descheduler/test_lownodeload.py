@@ -364,3 +364,17 @@ def test_deviation_targets_room_is_up_to_mean_plus_high():
     assert (reports["t"].low["cpu"], reports["t"].high["cpu"]) == (5000, 7000)
     assert _classes(result) == {"hot": NodeClass.HIGH, "t": NodeClass.BOTH_LOW, "m": NodeClass.PROD_LOW}
     assert len(result.evictions) == 5
+
+
+def test_deviation_low_threshold_without_its_high_one_is_the_mean():
+    """A low threshold configured without its high one (upstream accepts it): Go reads the missing high as
+    0, so in deviation mode the high threshold is the mean itself. Mean cpu (90 + 10 + 50) / 3 = 50 %:
+    low 40 %, high 50 %; hot gives up two 2-core pods (9000m -> 5000m). It used to end the round with a
+    KeyError."""
+    args = {**DEVIATION, "lowThresholds": {"cpu": 10}}
+    del args["highThresholds"]
+    result = LowNodeLoad(parse_low_node_load_args(args)).balance(_cluster())
+    hot = next(n for n in result.nodes if n.name == "hot")
+    assert (hot.low["cpu"], hot.high["cpu"]) == (4000, 5000)
+    assert _classes(result) == {"hot": NodeClass.HIGH, "cold": NodeClass.BOTH_LOW, "mid": NodeClass.PROD_LOW}
+    assert len(result.evictions) == 2
