@@ -31,6 +31,10 @@ ANNOTATION_GANG_TOTAL_NUM = PREFIX + "/total-number"
 ANNOTATION_GANG_MODE = PREFIX + "/mode"
 ANNOTATION_GANG_GROUPS = PREFIX + "/groups"
 ANNOTATION_GANG_MATCH_POLICY = PREFIX + "/match-policy"
+#: koordinator-py's: the state of its gang (JSON) the scheduler's leader writes on a member ``/filter``
+#: refused while the gang was incomplete, once the gang is complete: the update moves the pod from
+#: kube-scheduler's unschedulable queue back to its active queue (upstream's scheduler activates it itself).
+ANNOTATION_GANG_STATE = PREFIX + "/gang-state"
 #: Alias of the match-policy annotation, read when the first is empty.
 ANNOTATION_ALIAS_GANG_MATCH_POLICY = "pod-group.scheduling.sigs.k8s.io/match-policy"
 

@@ -15,6 +15,19 @@ import orjson
 ANNOTATION_RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 PHASE_AVAILABLE = "Available"
 PHASE_WAITING = "Waiting"
+#: The label upstream's migration controller puts on every Reservation it creates, and its value
+#: (``LabelCreatedBy`` / ``DefaultCreator``, ``pkg/descheduler/controllers/migration/reservation/types.go``).
+LABEL_CREATED_BY = "app.kubernetes.io/created-by"
+MIGRATION_CREATOR = "koord-descheduler"
+#: The PodMigrationJob a Reservation was made for (written by koordinator-py's descheduler beside the label).
+ANNOTATION_POD_MIGRATION_JOB = "scheduling.koordinator.sh/pod-migration-job"
+
+
+def is_migration_reservation(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Whether a Reservation was made by a PodMigrationJob (ReservationFirst): it carries
+    ``app.kubernetes.io/created-by: koord-descheduler`` (upstream's mark) or names its job in
+    ``scheduling.koordinator.sh/pod-migration-job``."""
+    return labels.get(LABEL_CREATED_BY) == MIGRATION_CREATOR or bool(annotations.get(ANNOTATION_POD_MIGRATION_JOB))
 
 
 def allocated_ref(annotations: Mapping[str, str]) -> tuple[str, str] | None:

@@ -69,8 +69,9 @@ def sim(
     tie_break: Annotated[
         str | None,
         typer.Option(
-            help="Among the best-scored nodes: name (smallest, the paper's simulator) or random. "
-            "Default: name in static mode, random in timed mode."
+            help="Among the best-scored nodes: order (first in the run's node order, a permutation drawn "
+            "from the seed: the paper's simulator), name (smallest name) or random (kube-scheduler's own). "
+            "Default: order in static mode, random in timed mode."
         ),
     ] = None,
     pod_popularity_threshold: Annotated[

@@ -12,8 +12,10 @@ One :meth:`MigrationController.reconcile` pass moves every unfinished job one st
 - ``EvictDirectly``: evict the pod (Eviction API; a 429 keeps the job Running and is retried next pass,
   never turned into a delete) ⇒ ``Succeeded`` / ``EvictComplete``.
 - ``ReservationFirst``: create a Reservation named after the job's uid from the pod's spec (nodeName
-  cleared), owners = the pod's controller, ``allocateOnce``, ``ttl`` = the job's, label
-  ``scheduling.koordinator.sh/reservation-order`` = now in ms, required node affinity
+  cleared), owners = the pod's controller, ``allocateOnce``, ``ttl`` = the job's, labels
+  ``scheduling.koordinator.sh/reservation-order`` = now in ms and upstream's
+  ``app.kubernetes.io/created-by: koord-descheduler``, annotation
+  ``scheduling.koordinator.sh/pod-migration-job`` = the job's name, required node affinity
   ``metadata.name NotIn [current node]``; wait until it is ``Available`` (``Failed``/expired ⇒
   ``Failed`` / ``ReservationExpired``); evict the pod; wait for a pod bound to the reservation
   (``reservation-allocated`` names its uid, ``WaitForPodBindReservation``) and Ready
@@ -30,7 +32,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from app.api.reservation import PHASE_AVAILABLE, allocated_ref
+from app.api.reservation import (
+    ANNOTATION_POD_MIGRATION_JOB,
+    LABEL_CREATED_BY,
+    MIGRATION_CREATOR,
+    PHASE_AVAILABLE,
+    allocated_ref,
+)
 from app.api.timeparse import format_time, parse_time
 from app.cache.snapshot import ClusterCache
 from app.client.errors import ApiError, NotFound
@@ -108,8 +116,8 @@ def reservation_for(job: dict[str, Any], pod: dict[str, Any], ttl: float, now: f
         "kind": "Reservation",
         "metadata": {
             "name": (job.get("metadata") or {}).get("uid") or (job.get("metadata") or {}).get("name"),
-            "labels": {LABEL_RESERVATION_ORDER: str(int(now * 1000))},
-            "annotations": {"scheduling.koordinator.sh/pod-migration-job": job["metadata"]["name"]},
+            "labels": {LABEL_RESERVATION_ORDER: str(int(now * 1000)), LABEL_CREATED_BY: MIGRATION_CREATOR},
+            "annotations": {ANNOTATION_POD_MIGRATION_JOB: job["metadata"]["name"]},
         },
         "spec": {
             "template": {

@@ -40,7 +40,9 @@ class NodeThresholds:
 
 def new_thresholds(pool: NodePool) -> PoolThresholds:
     """Fill the pool's maps: a resource named in any map (and memory, always) that a low/prod-low map lacks
-    gets 100% low and high (0 in deviation mode, which means "capacity")."""
+    gets 100% low and high (0 in deviation mode, which means "capacity"); one the low map has but the high
+    map lacks gets a high of 0, as upstream's ``newThresholds`` leaves it (Go's zero value: 0 %, or the
+    mean itself in deviation mode)."""
     low, high = dict(pool.low_thresholds), dict(pool.high_thresholds)
     prod_low, prod_high = dict(pool.prod_low_thresholds), dict(pool.prod_high_thresholds)
     names = {*low, *high, *prod_low, *prod_high, "memory"}
@@ -52,6 +54,9 @@ def new_thresholds(pool: NodePool) -> PoolThresholds:
         if name not in prod_low:
             prod_low[name] = fill
             prod_high[name] = fill
+        # a low threshold without its high one: Go reads the missing map entry as 0 (deviation: the mean)
+        high.setdefault(name, 0.0)
+        prod_high.setdefault(name, 0.0)
     return PoolThresholds(low, high, prod_low, prod_high)
 
 

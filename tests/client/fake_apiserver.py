@@ -70,6 +70,7 @@ class Recorded:
     headers: dict[str, str]  # lower-case names
     body: Any
     peer: tuple[str, int]
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 @dataclass
@@ -93,6 +94,7 @@ class FakeAPIServer:
         self.requests: list[Recorded] = []
         self.continue_expired = False
         self.watch_scripts: dict[str, list[WatchScript]] = defaultdict(list)
+        self.published: dict[str, list[dict[str, Any]]] = defaultdict(list)  # events for held watches
         self.open_watches = 0
         self.closed = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -124,6 +126,22 @@ class FakeAPIServer:
                 meta["resourceVersion"] = self.bump()
                 meta.setdefault("uid", str(uuid.uuid4()))
                 self.store[coll][meta["name"]] = o
+
+    def publish(self, coll: str, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` in ``coll`` (``ADDED``/``MODIFIED``; ``DELETED`` drops it) with a new resourceVersion
+        and stream the event to the watches of ``coll`` held open now (those started with no script, or a
+        ``hold`` one): a change made after the client listed. Returns the stored object."""
+        with self.lock:
+            o = copy.deepcopy(obj)
+            meta = o.setdefault("metadata", {})
+            meta["resourceVersion"] = self.bump()
+            meta.setdefault("uid", str(uuid.uuid4()))
+            if kind == "DELETED":
+                self.store[coll].pop(meta["name"], None)
+            else:
+                self.store[coll][meta["name"]] = o
+            self.published[coll].append({"type": kind, "object": o})
+            return o
 
     def calls(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if method is None or r.method == method]
@@ -189,7 +207,7 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
 
         def _collection(self, coll: str, query: dict[str, str], body: Any, headers: dict[str, str]) -> None:
             if self.command == "GET" and query.get("watch") == "true":
-                self._watch(coll)
+                self._watch(coll, query.get("resourceVersion"))
             elif self.command == "GET":
                 self._list(coll, query)
             elif self.command == "POST":
@@ -366,11 +384,19 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.flush()
 
-        def _watch(self, coll: str) -> None:
+        def _watch(self, coll: str, since: str | None = None) -> None:
             with fake.lock:
                 scripts = fake.watch_scripts[coll]
                 script = scripts.pop(0) if scripts else WatchScript(end="hold")
                 fake.open_watches += 1
+                # published events newer than the watch's resourceVersion (all later ones without it)
+                events = fake.published[coll]
+                seen = len(events)
+                if since and since.isdigit():
+                    newer = (
+                        i for i, e in enumerate(events) if int(e["object"]["metadata"]["resourceVersion"]) > int(since)
+                    )
+                    seen = next(newer, seen)
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -385,6 +411,11 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 else:  # hold: until the client hangs up or the fake closes
                     self.connection.settimeout(0.05)
                     while not fake.closed.is_set():
+                        with fake.lock:
+                            news = fake.published[coll][seen:]
+                            seen += len(news)
+                        for event in news:
+                            self._chunk(json.dumps(event).encode() + b"\n")
                         try:
                             if self.connection.recv(1) == b"":
                                 break

@@ -296,3 +296,85 @@ def test_sources_in_weighted_usage_order():
     ]
     result = _plugin().balance(view(nodes, pods, metrics), EvictionLimits(total=1))
     assert [e.node for e in result.evictions] == ["hotter"]
+
+
+def _one_core_pods(prefix, node_name, count):
+    pods = [pod(f"{prefix}{i}", node_name) for i in range(count)]
+    return pods, {f"default/{prefix}{i}": {"cpu": "1"} for i in range(count)}
+
+
+DEVIATION = {
+    "useDeviationThresholds": True,
+    "lowThresholds": {"cpu": 10},
+    "highThresholds": {"cpu": 10},
+    "anomalyCondition": {"consecutiveAbnormalities": 1},
+    "nodeFit": False,
+}
+
+
+def test_deviation_each_source_stops_back_within_mean_plus_high():
+    """Upstream's stop rule (``continueEvictionCond`` over ``evictPods``, ``utilization_util.go``), worked
+    by hand: 10-core nodes at 95 %, 60 %, 10 %, 15 % cpu; mean 45 %, so high = 55 % (5500m) and low =
+    35 % (3500m). Targets cold1 and cold2 can take (5500 - 1000) + (5500 - 1500) = 8500m. hot (9500m)
+    gives up 1-core pods until it is no longer above 5500m: 4 (9500 -> 5500); warm (6000m): 1
+    (-> 5000m). Five in all, 3500m of the targets' room left unused."""
+    hot, hot_metrics = _one_core_pods("h", "hot", 9)
+    warm, warm_metrics = _one_core_pods("w", "warm", 6)
+    v = view(
+        [node("hot"), node("warm"), node("cold1"), node("cold2")],
+        hot + warm,
+        [
+            metric("hot", {"cpu": "500m"}, hot_metrics),
+            metric("warm", {}, warm_metrics),
+            metric("cold1", {"cpu": "1"}, {}),
+            metric("cold2", {"cpu": "1500m"}, {}),
+        ],
+    )
+    result = LowNodeLoad(parse_low_node_load_args(DEVIATION)).balance(v)
+    reports = {r.name: r for r in result.nodes}
+    assert {n: (r.low["cpu"], r.high["cpu"]) for n, r in reports.items()} == dict.fromkeys(
+        ("hot", "warm", "cold1", "cold2"), (3500, 5500)
+    )
+    assert _classes(result) == {
+        "hot": NodeClass.HIGH,
+        "warm": NodeClass.HIGH,
+        "cold1": NodeClass.BOTH_LOW,
+        "cold2": NodeClass.BOTH_LOW,
+    }
+    evicted = [(e.node, e.name) for e in result.evictions]
+    assert [n for n, _ in evicted] == ["hot"] * 4 + ["warm"]
+    assert {s.name: s.reason for s in result.skipped}["h4"] == "source node no longer needs evictions"
+
+
+def test_deviation_targets_room_is_up_to_mean_plus_high():
+    """When the targets' room is the limit: hot has 40 cores at 95 %, t and m 10 cores at 20 % and 65 %;
+    mean (95 + 20 + 65) / 3 = 60 %, high 70 %, low 50 %. Only t (2000m) is a target, and upstream's
+    ``targetAvailableUsage`` gives it room up to ITS high threshold (7000m): 5000m, so hot gives up 5
+    1-core pods and stays above its own 28000m — not 3 (room up to t's low threshold, 5000m), not 10
+    (until hot is back at 28000m)."""
+    hot, hot_metrics = _one_core_pods("h", "hot", 38)
+    v = view(
+        [node("hot", cpu="40"), node("t"), node("m")],
+        hot,
+        [metric("hot", {}, hot_metrics), metric("t", {"cpu": "2"}, {}), metric("m", {"cpu": "6500m"}, {})],
+    )
+    result = LowNodeLoad(parse_low_node_load_args(DEVIATION)).balance(v)
+    reports = {r.name: r for r in result.nodes}
+    assert (reports["hot"].low["cpu"], reports["hot"].high["cpu"]) == (20000, 28000)
+    assert (reports["t"].low["cpu"], reports["t"].high["cpu"]) == (5000, 7000)
+    assert _classes(result) == {"hot": NodeClass.HIGH, "t": NodeClass.BOTH_LOW, "m": NodeClass.PROD_LOW}
+    assert len(result.evictions) == 5
+
+
+def test_deviation_low_threshold_without_its_high_one_is_the_mean():
+    """A low threshold configured without its high one (upstream accepts it): Go reads the missing high as
+    0, so in deviation mode the high threshold is the mean itself. Mean cpu (90 + 10 + 50) / 3 = 50 %:
+    low 40 %, high 50 %; hot gives up two 2-core pods (9000m -> 5000m). It used to end the round with a
+    KeyError."""
+    args = {**DEVIATION, "lowThresholds": {"cpu": 10}}
+    del args["highThresholds"]
+    result = LowNodeLoad(parse_low_node_load_args(args)).balance(_cluster())
+    hot = next(n for n in result.nodes if n.name == "hot")
+    assert (hot.low["cpu"], hot.high["cpu"]) == (4000, 5000)
+    assert _classes(result) == {"hot": NodeClass.HIGH, "cold": NodeClass.BOTH_LOW, "mid": NodeClass.PROD_LOW}
+    assert len(result.evictions) == 2

@@ -448,3 +448,62 @@ def test_two_gangs_sharing_a_cluster_too_small_for_both_release_the_losers_hold(
         assert b_errors[0] == b_errors[1] == rejected
         assert b_errors[3] != ""  # b-3 arrives to a cluster a fills
         assert sorted(source._bindings) == [f"default/a-{i}" for i in range(4)]
+
+
+def _bound(obj: dict[str, Any], node_name: str) -> dict[str, Any]:
+    """``obj`` bound to ``node_name`` and Running (a member placed before this service started)."""
+    obj["spec"]["nodeName"] = node_name
+    obj["status"] = {"phase": "Running"}
+    return obj
+
+
+def test_a_member_bound_at_load_marks_its_gang_once_satisfied(tmp_path: Path) -> None:
+    """Issue 28: a running gang (minMember 3) lost two members; their one replacement so far must pass
+    Filter and Permit alone, as upstream's gang cache marks the group once resource satisfied when it
+    adds a bound pod, although Pods are loaded before their PodGroup here."""
+    running = _bound(pod("run-0", group="run"), "n1")
+    replacement = pod("run-1", group="run")
+    srv, source = _server(tmp_path, [node("n1"), running, replacement, pod_group("run", 3, 5)])
+    with srv:
+        summary = _gang(srv, "default/run")
+        assert summary["onceResourceSatisfied"] is True
+        assert filter_verdict(srv.client, replacement, ["n1"])["NodeNames"] == ["n1"]
+
+        async def run() -> tuple[str, float]:
+            async with httpx.AsyncClient(base_url=srv.url, timeout=30.0) as client:
+                started = time.monotonic()
+                error = await bind(client, replacement, "n1")
+                return error, time.monotonic() - started
+
+        error, took = asyncio.run(run())
+        assert error == "" and took < 2.5  # not held at Permit for the gang's 5 s
+        assert sorted(source._bindings) == ["default/run-1"]
+
+
+def test_a_member_observed_bound_later_marks_its_gang_once_satisfied(tmp_path: Path) -> None:
+    """A member bound by someone else (another scheduler, a restart) after load: the gang's PodGroup is
+    known, the bound pod's update marks the group once satisfied, and a replacement passes alone."""
+    first, replacement = pod("late-0", group="late"), pod("late-1", group="late")
+    objs = [node("n1"), pod_group("late", 3, 5), first]
+    srv, _ = _server(tmp_path, objs, poll=0.05)
+    with srv:
+        assert _gang(srv, "default/late")["onceResourceSatisfied"] is False
+        write(tmp_path, [node("n1"), pod_group("late", 3, 5), _bound(first, "n1"), replacement])
+        deadline = time.monotonic() + 10
+        while not _gang(srv, "default/late")["onceResourceSatisfied"]:
+            assert time.monotonic() < deadline, "the bound member was never seen"
+            time.sleep(0.05)
+        assert filter_verdict(srv.client, replacement, ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_the_member_completing_its_gang_passes_before_its_watch_event(tmp_path: Path) -> None:
+    """Issue 28: kube-scheduler may filter the last member of a gang before the extender's watch delivers
+    that pod; the pod being filtered counts as a child of its gang, so the completing member passes
+    (the earlier members, filtered while the gang lacked children, were refused)."""
+    members = [pod(f"done-{i}", group="done") for i in range(3)]
+    srv, _ = _server(tmp_path, [node("n1"), pod_group("done", 3, 5), *members[:2]])
+    with srv:
+        refused = filter_verdict(srv.client, members[0], ["n1"])["FailedAndUnresolvableNodes"]["n1"]
+        assert "child pod not collect enough" in refused
+        assert filter_verdict(srv.client, members[2], ["n1"])["NodeNames"] == ["n1"]
+        assert len(_gang(srv, "default/done")["children"]) == 2  # the filter did not add it to the cache

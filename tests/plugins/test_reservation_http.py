@@ -525,3 +525,55 @@ def test_placement_honours_required_node_affinity_including_match_fields(tmp_pat
             return str(conds[0].get("message", conds)) if conds else ""
 
         assert wait_for(message) == "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+
+
+RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs-uid", "controller": True}
+
+
+def test_owner_of_a_migration_reservation_is_filtered_to_its_node(tmp_path: Path) -> None:
+    """Issue 28, reservation-first migration: the Reservation a PodMigrationJob made for an evicted pod
+    (built by the descheduler's own :func:`reservation_for`) keeps its replacement on the reserved node
+    while the replacement fits there; kube-scheduler's own scores cannot send it elsewhere."""
+    from app.descheduler.migration import new_job, reservation_for
+
+    evicted = pod("web-a", "2", node="n1", labels=WEB, owner=RS)
+    # the workload may run on n1 and n2 only: the Reservation (NotIn its current node) can only go to n2
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1", "n2"]}]}
+    evicted["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    job = new_job(evicted, "pmj-a", "ReservationFirst", 600, "node is overutilized")
+    job["metadata"]["uid"] = "pmj-uid-a"
+    migration = reservation_for(job, evicted, 600, time.time())
+    migration["metadata"]["uid"] = "ruid-migration"
+    objs = [node("n1"), node("n2"), node("n3", cpu="8"), evicted, migration]
+    with _serve(tmp_path, objs) as srv:
+        assert wait_for(lambda: phase_is(srv, "pmj-uid-a", "Available"))["nodeName"] == "n2"
+        replacement = pod("web-b", "2", labels=WEB, owner=RS)
+        result = filter_call(srv, replacement, ["n1", "n2", "n3"])
+        assert result["NodeNames"] == ["n2"]
+        assert result["FailedAndUnresolvableNodes"] == dict.fromkeys(
+            ["n1", "n3"], "node(s) didn't have the pod's migration reservation"
+        )
+        # 5 cpu do not fit the reservation's node (2 reserved + 2 free): nothing is filtered for the
+        # reservation's sake (n1's own shortage is kube-scheduler's NodeResourcesFit's to find)
+        big = filter_call(srv, pod("web-c", "5", labels=WEB, owner=RS), ["n1", "n2", "n3"])
+        assert big["NodeNames"] == ["n1", "n3"]
+        assert "migration" not in str(big["FailedNodes"]) + str(big["FailedAndUnresolvableNodes"])
+        # a pod of another workload is kept off the reserved capacity as before, not pushed onto it
+        stranger = filter_call(srv, pod("stranger", "3"), ["n1", "n2", "n3"])
+        assert stranger["NodeNames"] == ["n1", "n3"]
+        assert stranger["FailedNodes"] == {"n2": "Insufficient cpu (reserved)"}
+        # the reserved node is not in the request (kube-scheduler's own filters removed it): no filtering
+        assert filter_call(srv, replacement, ["n1", "n3"])["NodeNames"] == ["n1", "n3"]
+        assert bind_call(srv, replacement, "n2")["Error"] == ""
+        wait_for(lambda: ALLOCATED in srv.service.cache.pods["uid-web-b"].annotations)
+        allocated = annotation_json(srv.service.cache.pods["uid-web-b"].annotations[ALLOCATED])
+        assert allocated == {"name": "pmj-uid-a", "uid": "ruid-migration"}
+
+
+def test_owner_of_a_plain_reservation_is_not_filtered(placed: LiveServer) -> None:
+    """Only migration Reservations filter: an owner of an ordinary one keeps every node (its score prefers
+    the reserved node, as upstream)."""
+    web = placed.service.cache.pod_objects["uid-web-1"]
+    assert filter_call(placed, web, ["n1", "n2"])["NodeNames"] == ["n1", "n2"]

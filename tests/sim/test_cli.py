@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -73,3 +74,26 @@ def test_sim_without_the_sim_extra_exits_2_naming_it(tmp_path: Path, monkeypatch
     result = CliRunner().invoke(cli, ["sim", "--nodes", str(tmp_path / "n.csv"), "--pods", str(tmp_path / "p.csv")])
     assert result.exit_code == 2
     assert "pip install 'koordinator-py[sim]'" in result.output.replace("\n", "")
+
+
+def test_tie_break_help_lists_every_choice_and_the_real_defaults() -> None:
+    """``--tie-break``'s help names every tie-break :func:`check_tie_break` accepts and the defaults
+    :func:`default_tie_break` applies (issue 28: it omitted ``order`` and named ``name`` the static default)."""
+    from app.sim.experiment import default_tie_break
+    from app.sim.run import TIE_BREAKS
+
+    r = CliRunner().invoke(cli, ["sim", "--help"], env={"COLUMNS": "400"})
+    assert r.exit_code == 0, r.output
+    # the option's help as one line: rich draws it in a box, wrapped within the option's column
+    lines = [re.sub(r"^[\s│|]+|[\s│|]+$", "", ln) for ln in r.output.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("--tie-break"))
+    block = [lines[start]]
+    for ln in lines[start + 1 :]:
+        if ln.lstrip().startswith("--") or not ln.strip() or set(ln.strip()) <= set("─╰╯"):
+            break
+        block.append(ln)
+    text = " ".join(" ".join(block).split())
+    for name in TIE_BREAKS:
+        assert re.search(rf"\b{name}\b \(", text), (name, text)
+    static, timed = default_tie_break("static"), default_tie_break("timed")
+    assert f"Default: {static} in static mode, {timed} in timed mode." in text, text

@@ -5,8 +5,9 @@ Mirrors upstream ``core/gang_cache.go`` (``onPodAdd``/``onPodUpdate``/``onPodDel
 
 - a pod naming a gang creates the gang if needed; a pod without the PodGroup label initialises an
   annotation gang (once) and its group; the pod becomes a child, pending while unbound;
-- a bound pod is a bound child and marks its group once resource satisfied; an update of a terminated
-  pod is ignored (it stays a child, as upstream);
+- a bound pod is a bound child and marks its group once resource satisfied (also when the pod was seen
+  before its PodGroup: the group is marked when the PodGroup attaches it, as upstream's PodGroups-first
+  sync would have); an update of a terminated pod is ignored (it stays a child, as upstream);
 - a deleted pod leaves the gang; an annotation gang without children is dropped, and its group when
   none of the group's gangs is left;
 - a PodGroup (re-)initialises its gang on every add/update; its deletion drops the gang (its pods then
@@ -78,13 +79,21 @@ class GangCache(CacheListener):
         return gang
 
     def _attach_group(self, gang: Gang) -> None:
-        """Give ``gang`` its group's shared info once (upstream ``SetGangGroupInfo`` keeps the first)."""
+        """Give ``gang`` its group's shared info once (upstream ``SetGangGroupInfo`` keeps the first).
+
+        A gang that already holds bound members (a PodGroup gang whose pods were seen before its
+        PodGroup) marks the group once resource satisfied now: upstream syncs every PodGroup before
+        the first Pod (``core.go``'s ``ForceSyncFromInformer`` order), so its ``addBoundPod`` always
+        finds the group; here Pods are listed before PodGroups, and a PodGroup may also be created
+        after its running pods."""
         if gang.group_info is not None:
             return
         info = self.groups.get(gang.group_id)
         if info is None:
             info = self.groups[gang.group_id] = GangGroupInfo(gang.group_id, list(gang.gang_group))
         gang.group_info = info
+        if gang.bound:
+            info.once_resource_satisfied = True
 
     def _drop(self, gang: Gang) -> None:
         """Forget ``gang``; its group too when none of the group's gangs is left."""

@@ -25,7 +25,10 @@
   bind-gang-group-id`` and ``bind-gang-member-count`` (and the deprecated ``scheduling.koordinator.sh/``
   twins), written through ``handle.client``; a pod bound alone has them removed if it carries them.
 - PostBind: the member is bound; its group is once resource satisfied.
-- Background (leader only): the PodGroup status controller (:mod:`app.plugins.coscheduling.status`).
+- Background (leader only): the PodGroup status controller (:mod:`app.plugins.coscheduling.status`), and
+  the retry of members refused while their gang was incomplete, once it is complete: a merge patch of
+  ``gang.scheduling.koordinator.sh/gang-state`` on each, which moves it from kube-scheduler's
+  unschedulable queue back to its active queue (:mod:`app.plugins.coscheduling.retry`).
 - REST under ``/apis/v1/plugins/Coscheduling``: ``gangs`` and ``gang/{namespace}/{name}`` (upstream's).
 
 What a stock kube-scheduler cannot give an extender is not built: PreEnqueue's representative pod and the
@@ -65,12 +68,15 @@ from app.plugins.coscheduling.args import CoschedulingArgs, decode_args
 from app.plugins.coscheduling.cache import GangCache
 from app.plugins.coscheduling.capacity import ClusterFree, members_to_place, needed_requests, shortfall_message
 from app.plugins.coscheduling.gang import Gang
+from app.plugins.coscheduling.retry import RETRY_BURST, RETRY_QPS, GangRetry, TokenBucket
 from app.plugins.coscheduling.status import STATUS_SYNC_INTERVAL, StatusController
 from app.plugins.coscheduling.summary import gang_summary
 
 log = logging.getLogger(__name__)
 
 NAME = "Coscheduling"
+#: Seconds between two looks for refused members whose gang became complete.
+RETRY_INTERVAL = 0.1
 #: Upstream's ``frameworkext.JobRejectPlugin``: the plugin a group rejection is attributed to.
 JOB_REJECT_PLUGIN = "JobRejectPlugin"
 
@@ -115,31 +121,49 @@ class Coscheduling(
         self.handle = handle
         self.cache = GangCache(args, handle.snapshot, handle.now)
         self.free = ClusterFree(handle.snapshot)
+        self.retry = GangRetry(self.cache, handle.now)
+        self.retry_bucket = TokenBucket(RETRY_QPS, RETRY_BURST)
         handle.add_listener(self.cache)
+        handle.add_listener(self.retry)  # after the gang cache: it reads the gangs each event left
         handle.add_listener(_NodeEvents(self.free))
 
     # ------------------------------------------------------------------ PreFilter
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Gang checks of a member (see the module docstring); SUCCESS for a pod without a gang."""
-        status = self.verdict(pod)
+        """Gang checks of a member (see the module docstring); SUCCESS for a pod without a gang. A member
+        refused because its gang is not complete yet is recorded for a retry once it is
+        (:mod:`app.plugins.coscheduling.retry`)."""
+        status, incomplete = self._verdict(pod)
+        if incomplete:
+            name = n.gang_name(pod.labels, pod.annotations)
+            self.retry.record(n.gang_id(pod.namespace, name), pod)
         return SUCCESS if status is None else status
 
     def verdict(self, pod: PodInfo) -> Status | None:
         """The PreFilter verdict of ``pod``: None when it names no gang, else SUCCESS or the failure."""
+        return self._verdict(pod)[0]
+
+    def _verdict(self, pod: PodInfo) -> tuple[Status | None, bool]:
+        """:meth:`verdict`, and whether the failure is the gang's incompleteness (gang missing, not
+        initialised, or its group lacking children): what a later Pod or PodGroup event can cure."""
         name = n.gang_name(pod.labels, pod.annotations)
         if not name:
-            return None
+            return None, False
         gang_id = n.gang_id(pod.namespace, name)
         gang = self.cache.get(gang_id)
         if gang is None:
-            return Status.unresolvable(f"can't find gang, gangName: {gang_id}, podName: {pod.key}")
+            return Status.unresolvable(f"can't find gang, gangName: {gang_id}, podName: {pod.key}"), True
         if not gang.has_init:
-            return Status.unresolvable(f"gang has not init, gangName: {gang.name}, podName: {pod.key}")
+            return Status.unresolvable(f"gang has not init, gangName: {gang.name}, podName: {pod.key}"), True
         if gang.match_policy == n.MATCH_POLICY_ONCE_SATISFIED and gang.once_satisfied:
-            return SUCCESS
+            return SUCCESS, False
         message = self._basic_check(gang, pod)
         if message:
-            return Status.unresolvable(message)
+            return Status.unresolvable(message), True
+        return self._capacity_verdict(gang), False
+
+    def _capacity_verdict(self, gang: Gang) -> Status:
+        """The checks of our own after the basic check: the gang's wait against ``bindHTTPTimeout``, then
+        the fail-fast capacity check."""
         wait = min(gang.wait_time, MAX_TIMEOUT)
         if wait >= self.args.bind_http_timeout:
             return Status.unresolvable(
@@ -196,7 +220,11 @@ class Coscheduling(
 
     def _basic_check(self, gang: Gang, pod: PodInfo) -> str:
         """Upstream ``basicGangRequirementsCheck``: "" when every gang of the group exists, is initialised
-        and has collected minMember children, else the failure message."""
+        and has collected minMember children, else the failure message.
+
+        ``pod`` counts as a child of ``gang`` even before its own watch event reached the cache: upstream
+        checks a pod its informer already holds, while kube-scheduler may send ``/filter`` for the member
+        that completes the gang before the extender's watch delivers it."""
         missing: list[str] = []
         not_init: list[str] = []
         short = False
@@ -206,7 +234,7 @@ class Coscheduling(
                 missing.append(member_id)
             elif not member.has_init:
                 not_init.append(member_id)
-            elif len(member.children) < member.min_required:
+            elif len(member.children) + (member is gang and pod.key not in member.children) < member.min_required:
                 short = True
         parts = []
         if missing:
@@ -346,7 +374,11 @@ class Coscheduling(
 
     # ------------------------------------------------------------------ background
     async def run_background(self) -> None:
-        """The PodGroup status controller, every :data:`STATUS_SYNC_INTERVAL` seconds, while leading."""
+        """While leading: the PodGroup status controller, every :data:`STATUS_SYNC_INTERVAL` seconds, and the
+        retries of refused members whose gang is complete, every :data:`RETRY_INTERVAL` seconds."""
+        await asyncio.gather(self._status_loop(), self._retry_loop())
+
+    async def _status_loop(self) -> None:
         controller = StatusController(self.cache, self.handle)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
@@ -355,6 +387,21 @@ class Coscheduling(
                     await controller.sync_once()
                 except Exception:  # the loop must survive one bad round
                     log.exception("PodGroup status round failed")
+
+    async def _retry_loop(self) -> None:
+        """Send the due retries (:meth:`GangRetry.send_due`) on the leader; a standby forgets them (only
+        the leader's extender is called, so its own refusals are the ones kube-scheduler holds)."""
+        while True:
+            await asyncio.sleep(RETRY_INTERVAL)
+            if not self.retry.due or not self.handle.has_synced():
+                continue
+            if not self.handle.is_leader():
+                self.retry.due.clear()
+                continue
+            try:
+                await self.retry.send_due(self.handle.client, self.retry_bucket)
+            except Exception:  # the loop must survive one bad round
+                log.exception("gang retry round failed")
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:

@@ -52,6 +52,8 @@ ERR_REASON_RESERVATION_AFFINITY = "node(s) no reservations match reservation aff
 ERR_REASON_NO_RESERVATIONS_MEET_REQUIREMENTS = "node(s) no reservation(s) to meet the requirements"
 ERR_REASON_NODE_NOT_MATCH_RESERVATION = "node(s) didn't match the nodeName specified by reservation"
 ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
+#: koordinator-py's: an owner of a fitting migration Reservation is kept to the nodes of such Reservations.
+ERR_REASON_MIGRATION_RESERVATION = "node(s) didn't have the pod's migration reservation"
 
 #: Score of the node holding the reservation with the smallest positive reservation-order (scoring.go).
 MOST_PREFERRED_SCORE = 1000

@@ -6,7 +6,9 @@
 - Filter: nodes without a candidate: reserved capacity counts as used (:mod:`.fit`,
   ``Insufficient cpu (reserved)``), and each active reservation holds one pod slot (``Too many pods
   (reserved)``); nodes with candidates: the pod fits one of them (Aligned /
-  Restricted / pods limit) or, without affinity, the node alone.
+  Restricted / pods limit) or, without affinity, the node alone. An owner of a Reservation made for a
+  PodMigrationJob that fits it keeps only the nodes of such Reservations (koordinator-py's reservation-first
+  migration: the extender's score alone does not outweigh kube-scheduler's own at weight 1).
 - PreScore / Score / NormalizeScore: the node with the smallest positive ``reservation-order`` gets
   1000, else the best MostAllocated score over its fitting reservations; then upstream's
   DefaultNormalizeScore to 0..100. Skip for pods without candidates.
@@ -30,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
+from app.api.reservation import is_migration_reservation
 from app.cache.listener import CacheListener
 from app.cache.podinfo import PodInfo
 from app.client.errors import ApiError, NotFound
@@ -75,6 +78,8 @@ _STATE = f"{NAME}/pod"
 _CHOSEN = f"{NAME}/chosen"
 #: Shared by every node failing a pod's reservation affinity (a Status is immutable).
 _AFFINITY_MISMATCH = Status.unresolvable(n.ERR_REASON_RESERVATION_AFFINITY)
+#: Every node but those of a fitting migration Reservation, for an owner of one.
+_NOT_MIGRATION_NODE = Status.unresolvable(n.ERR_REASON_MIGRATION_RESERVATION)
 #: Seconds between two placement rounds and between two controller rounds.
 PLACEMENT_INTERVAL = 0.2
 CONTROLLER_INTERVAL = 1.0
@@ -166,7 +171,32 @@ class Reservation(
                 status = self._filter_owner_node(found, requests, nodes.names[pos], i, free, reserved)
                 if status is not None:
                     out[pos] = status
+            if found.affinity is None:
+                self._keep_migration_nodes(found, nodes, owner_pos, out)
         return out
+
+    def _keep_migration_nodes(
+        self, found: PodReservations, nodes: NodeBatch, owner_pos: list[int], out: FilterFailures
+    ) -> None:
+        """Reservation-first migration: when the pod fits, on some node of ``nodes``, a Reservation made
+        for a PodMigrationJob (:func:`~app.api.reservation.is_migration_reservation`) that it owns, every
+        other node fails (``node(s) didn't have the pod's migration reservation``, unresolvable), as
+        upstream's reservation affinity filters. Without it the reserved node only wins the extender's
+        score, which kube-scheduler scales by the extender weight (1) and adds to its own plugins' scores
+        (spreading a ReplicaSet's pods), so the replacement lands elsewhere and the job waits until it
+        expires. When the pod fits none (or their nodes are not in the request), nothing is filtered."""
+        keep = [
+            pos
+            for pos in owner_pos
+            if pos not in out
+            and any(is_migration_reservation(i.labels, i.annotations) for i in found.fitting.get(nodes.names[pos], ()))
+        ]
+        if not keep:
+            return
+        kept = set(keep)
+        for pos in range(len(nodes)):
+            if pos not in kept:
+                out[pos] = _NOT_MIGRATION_NODE
 
     def _free_and_reserved(
         self, resources: Iterable[str], rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None
