@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.cli.embedded import embedded_cluster_path
@@ -38,7 +39,7 @@ log = logging.getLogger("koord")
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, brackets kept
     raise typer.Exit(code)
 
 
@@ -190,6 +191,7 @@ def scheduler(
     from app.manager import run_embedded_controllers
     from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
     from app.server.tls import CertReloader, TLSConfigError
+    from app.api.manifests import ManifestError
     from app.sources.files import FileSource
 
     if (tls_cert_file is None) != (tls_private_key_file is None):
@@ -215,6 +217,8 @@ def scheduler(
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())
         source = choose_source(cluster, kubeconfig)
+        if isinstance(source, FileSource):
+            source.preload()  # a bad cluster file: one line naming it, exit 2 (not a traceback from the lifespan)
         # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service (never in
         # the webhooks role, which writes nothing). Against an API server `koord manager` runs them.
         embedded = isinstance(source, FileSource)
@@ -226,7 +230,11 @@ def scheduler(
             )
         if reloader is not None:
             watcher = reloader
-            background.append(lambda _state: watcher.watch())
+
+            async def tls_reload(_state: Any) -> None:
+                await watcher.watch()
+
+            background.append(tls_reload)
         leader = None
         if follow_leader_lease is not None:
             leader = _lease_follower(source, follow_leader_lease, leader_identity)
@@ -243,6 +251,8 @@ def scheduler(
         )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
+    except ManifestError as exc:
+        _fail(f"bad cluster file: {exc}")
     uvicorn.run(
         app,
         host=host,

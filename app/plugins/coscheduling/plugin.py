@@ -346,15 +346,13 @@ class Coscheduling(
 
     # ------------------------------------------------------------------ background
     async def run_background(self) -> None:
-        """The PodGroup status controller, every :data:`STATUS_SYNC_INTERVAL` seconds, while leading."""
+        """The PodGroup status controller, every :data:`STATUS_SYNC_INTERVAL` seconds, while leading. A failed
+        round ends the loop; the service's loop supervisor logs, counts and restarts it (:mod:`app.sources.loops`)."""
         controller = StatusController(self.cache, self.handle)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
             if self.handle.has_synced() and self.handle.is_leader():
-                try:
-                    await controller.sync_once()
-                except Exception:  # the loop must survive one bad round
-                    log.exception("PodGroup status round failed")
+                await controller.sync_once()
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:
