@@ -188,10 +188,10 @@ def scheduler(
     except ValueError as exc:
         _fail(f"--assumed-pod-ttl: {exc}")
     body_limit = _byte_count("--max-request-body-bytes", max_request_body_bytes)
+    from app.api.manifests import ManifestError
     from app.manager import run_embedded_controllers
     from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
     from app.server.tls import CertReloader, TLSConfigError
-    from app.api.manifests import ManifestError
     from app.sources.files import FileSource
 
     if (tls_cert_file is None) != (tls_private_key_file is None):

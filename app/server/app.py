@@ -58,6 +58,7 @@ def loop_name(task: BackgroundTask) -> str:
     -> ``run-embedded-controllers``); ``background`` for a nameless callable."""
     return str(getattr(task, "__name__", "background")).strip("_<>").replace("_", "-") or "background"
 
+
 #: Seconds between sweeps of expired assumed pods.
 EXPIRY_SWEEP_SECONDS = 1.0
 

@@ -24,6 +24,7 @@ exception like any other and leave the supervisor when they complete.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -158,10 +159,8 @@ class LoopSupervisor:
         for task in tasks:
             task.cancel()
         for task in tasks:
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await task
-            except asyncio.CancelledError:
-                pass
 
 
 def _describe(exc: BaseException) -> str:

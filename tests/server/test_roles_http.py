@@ -8,7 +8,6 @@ pods from a process nobody elected) and an extender must not serve admission rev
 from __future__ import annotations
 
 import asyncio
-
 import logging
 from collections.abc import Iterator
 from pathlib import Path
