@@ -137,7 +137,10 @@ def scheduler(
     tls_private_key_file: Annotated[Path | None, typer.Option(help="Serving key (PEM).")] = None,
     client_ca_file: Annotated[
         Path | None,
-        typer.Option(help="Require client certificates signed by this CA (PEM) on the extender verbs and webhooks."),
+        typer.Option(
+            help="Require client certificates signed by this CA (PEM) on the extender verbs, the webhooks and "
+            "POST /apis/v1/explain."
+        ),
     ] = None,
     allowed_client_names: Annotated[
         str,
@@ -146,6 +149,13 @@ def scheduler(
     allowed_webhook_client_names: Annotated[
         str,
         typer.Option(help="Comma-separated certificate CNs allowed to call the webhooks (empty: any)."),
+    ] = "",
+    allowed_inspection_client_names: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated certificate CNs allowed to call the inspection calls that run the plugins "
+            "(POST /apis/v1/explain; empty: any). The GETs of cached state stay open."
+        ),
     ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
     log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
@@ -198,8 +208,12 @@ def scheduler(
         _fail("--tls-cert-file and --tls-private-key-file go together")
     if client_ca_file is not None and tls_cert_file is None:
         _fail("--client-ca-file needs TLS: pass --tls-cert-file and --tls-private-key-file too")
-    if client_ca_file is None and (allowed_client_names or allowed_webhook_client_names):
-        _fail("--allowed-client-names and --allowed-webhook-client-names need --client-ca-file")
+    named = (allowed_client_names, allowed_webhook_client_names, allowed_inspection_client_names)
+    if client_ca_file is None and any(named):
+        _fail(
+            "--allowed-client-names, --allowed-webhook-client-names and --allowed-inspection-client-names "
+            "need --client-ca-file"
+        )
     reloader = None
     if tls_cert_file is not None and tls_private_key_file is not None:
         try:  # reloaded on change, no restart
@@ -210,9 +224,16 @@ def scheduler(
         log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
     client_auth = None
     if client_ca_file is not None:
-        client_auth = ClientAuth(parse_names(allowed_client_names), parse_names(allowed_webhook_client_names))
+        client_auth = ClientAuth(
+            parse_names(allowed_client_names),
+            parse_names(allowed_webhook_client_names),
+            parse_names(allowed_inspection_client_names),
+        )
     else:
-        log.warning("no --client-ca-file: anyone who reaches the port may call the extender verbs and webhooks")
+        log.warning(
+            "no --client-ca-file: anyone who reaches the port may call the extender verbs (/filter, /prioritize, "
+            "/preempt, /bind), the webhooks and the inspection calls that run the plugins (POST /apis/v1/explain)"
+        )
     registry = default_registry()
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())

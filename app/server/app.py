@@ -150,7 +150,8 @@ def create_app(
         background: extra tasks run for the app's lifetime (each gets the service state).
         max_request_body_bytes: larger request bodies are refused with HTTP 413 and a JSON
             ``{"message": ...}`` naming the limit, before more than the limit is read.
-        client_auth: who may call the extender verbs and webhooks (client certificates, checked by
+        client_auth: who may call the extender verbs, the webhooks and the inspection calls that compute
+            (``POST /apis/v1/explain``) (client certificates, checked by
             :class:`~app.server.clientauth.ClientAuthMiddleware`); None lets anyone call them. The
             server must verify client certificates against the CA and use
             :class:`~app.server.clientauth.TLSScopeProtocol`.
@@ -238,7 +239,11 @@ def create_app(
     hooks = all_webhooks()
     if serves_webhooks(role):
         install_webhooks(app, hooks, app.state.webhook_context)
-    rules = client_auth.rules(VERBS, [hook.path for hook in hooks]) if client_auth is not None else None
+    rules = (
+        client_auth.rules(VERBS, [hook.path for hook in hooks], inspect_routes.COMPUTING)
+        if client_auth is not None
+        else None
+    )
     if rules is not None:
         app.add_middleware(ClientAuthMiddleware, rules=rules)
     if serves_extender(role):
