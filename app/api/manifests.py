@@ -275,7 +275,7 @@ class ClusterFiles:
             if strict:
                 raise
             self.read_errors += 1
-            self._report(file, stamp, f"keeping the {len(last)} object(s) of its last good read: {exc}")
+            self._report(file, stamp, f"{exc}; keeping the {len(last)} object(s) of its last good read")
             return last
         if not documents and last:
             self.empty_reads += 1
