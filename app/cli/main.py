@@ -23,7 +23,7 @@ from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.cli.embedded import embedded_cluster_path
 from app.cli.helpstyle import KoordGroup, root_options
 from app.cli.output import OutputOpt, emit
-from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
+from app.cli.remote import DEFAULT_SERVER, CAOpt, ClientCertOpt, ClientKeyOpt, InsecureOpt, ServerOpt, request
 from app.framework.config import ConfigError, default_config, load_config
 from app.framework.duration import parse_duration
 from app.plugins.registry import default_registry
@@ -304,6 +304,8 @@ def explain(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    client_certificate: ClientCertOpt = None,
+    client_key: ClientKeyOpt = None,
 ) -> None:
     """Why is my pod pending? Per node: kube-scheduler's verdict, each plugin's, and the score.
 
@@ -323,7 +325,16 @@ def explain(
     body: dict[str, Any] = {"Pod": obj, "Nodes": None, "NodeNames": None}
     if nodes:
         body["NodeNames"] = [n.strip() for n in nodes.split(",") if n.strip()]
-    answer = request("POST", server, "/apis/v1/explain", insecure=insecure, ca=certificate_authority, body=body)
+    answer = request(
+        "POST",
+        server,
+        "/apis/v1/explain",
+        insecure=insecure,
+        ca=certificate_authority,
+        body=body,
+        client_cert=client_certificate,
+        client_key=client_key,
+    )
     emit(output, answer, lambda wide: render_explain(answer, wide), lambda: feasible_names(answer))
 
 
