@@ -105,7 +105,7 @@ class LoopSupervisor:
         """
         if name in self.loops:
             raise ValueError(f"loop {name!r} is already supervised")
-        state = self.loops[name] = LoopState(name)
+        state = self.loops[name] = LoopState(name, running=True)  # started: ready as soon as spawned
         task = asyncio.get_running_loop().create_task(self._supervise(state, factory, once), name=name)
         task.add_done_callback(lambda _: self._forget(state))  # also when cancelled before its first step
         return task
