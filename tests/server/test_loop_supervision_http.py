@@ -23,7 +23,7 @@ from app.sources.files import FileSource
 from app.sources.leaderlease import LeaseFollower
 from tests.conftest import LiveServer
 
-BACKOFF = 1.0  # seconds a failed loop waits before its restart in these tests (long enough to see it down)
+BACKOFF = 2.5  # seconds a failed loop waits before its restart here: long enough to see it down on a busy machine
 
 
 def _node(name: str) -> dict[str, Any]:
