@@ -37,32 +37,103 @@ log = logging.getLogger(__name__)
 
 
 class ManifestError(Exception):
-    """The cluster files cannot be read or parsed; the message names the file (and document)."""
+    """The cluster files cannot be read or parsed. The message is one line naming the file, the line where
+    known (``<file>:<line>: <problem>``, lines counted from 1) and the problem."""
 
 
-def _documents(path: Path) -> list[Any]:
+class _ShapeError(Exception):
+    """A document that is not an object of a kind with a name: the problem and where (the ``items`` indices)."""
+
+    def __init__(self, problem: str, items: tuple[int, ...]) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.items = items
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its lines joined by ``"; "`` (parser messages span several lines)."""
+    return "; ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def _decode(path: Path) -> str:
+    """The file's text (UTF-8).
+
+    Raises:
+        ManifestError: unreadable, or not UTF-8 (the line and byte offset of the first bad byte).
+    """
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ManifestError(
+            f"{path}:{line}: not UTF-8: byte 0x{raw[exc.start]:02x} at offset {exc.start} ({exc.reason})"
+        ) from None
+
+
+def _documents(path: Path, text: str) -> list[Any]:
+    """The documents of ``text`` (blank ones dropped).
+
+    Raises:
+        ManifestError: not valid YAML (or JSON for ``*.json``), with the line of the problem.
+    """
     try:
         if path.suffix == ".json":
             return [orjson.loads(text)] if text.strip() else []  # blank: no document, as in YAML
         return [d for d in yaml.load_all(text, Loader=SafeLoader) if d is not None]
-    except (yaml.YAMLError, orjson.JSONDecodeError) as exc:
-        raise ManifestError(f"{path}: not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {exc}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ManifestError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        column = f" (column {mark.column + 1})" if mark is not None else ""
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "malformed"
+        raise ManifestError(f"{where}: not valid YAML: {_one_line(problem)}{column}") from None
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {_one_line(str(exc))}") from None
+
+
+def _document_line(text: str, index: int, items: tuple[int, ...]) -> int | None:
+    """The line (from 1) where document ``index`` (from 0, blank documents not counted) of a YAML or JSON
+    ``text`` starts, or its ``items[i]...`` element; None when it cannot be told. Parses ``text`` again: only
+    called for a file already found bad."""
+    try:
+        nodes = [n for n in yaml.compose_all(text, Loader=SafeLoader) if n is not None]
+        node: yaml.Node = nodes[index]
+        for i in items:
+            if not isinstance(node, yaml.MappingNode):
+                return None
+            values = [v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == "items"]
+            if not values or not isinstance(values[0], yaml.SequenceNode):
+                return None
+            node = values[0].value[i]
+        return int(node.start_mark.line) + 1
+    except (yaml.YAMLError, IndexError):
+        return None
 
 
 def _file_objects(path: Path) -> tuple[int, list[dict[str, Any]]]:
     """How many documents one file holds, and its objects in order (Pods given their derived uid).
 
     Raises:
-        ManifestError: unreadable or malformed (the message names the file and document).
+        ManifestError: unreadable or malformed (the message names the file, the line where known, and
+            the document).
     """
-    docs = _documents(path)
+    text = _decode(path)
+    docs = _documents(path, text)
     out: list[dict[str, Any]] = []
     for i, doc in enumerate(docs):
-        for obj in _flatten(doc, f"{path} document {i + 1}"):
+        try:
+            objects = _flatten(doc, ())
+        except _ShapeError as exc:
+            line = _document_line(text, i, exc.items)  # JSON reads as YAML too
+            where = f"{path}:{line}" if line is not None else str(path)
+            items = "".join(f" items[{j}]" for j in exc.items)
+            raise ManifestError(f"{where}: document {i + 1}{items}: {exc.problem}") from None
+        for obj in objects:
             if obj["kind"] == "Pod":
                 meta = obj["metadata"]
                 if not meta.get("uid"):
@@ -73,9 +144,14 @@ def _file_objects(path: Path) -> tuple[int, list[dict[str, Any]]]:
     return len(docs), out
 
 
-def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
+def _flatten(doc: Any, items: tuple[int, ...]) -> list[dict[str, Any]]:
+    """The objects of one document (a ``List``'s items, recursively).
+
+    Raises:
+        _ShapeError: not an object, no kind, or no ``metadata.name``.
+    """
     if not isinstance(doc, dict):
-        raise ManifestError(f"{where}: expected an object with apiVersion and kind, got {type(doc).__name__}")
+        raise _ShapeError(f"expected an object with apiVersion and kind, got {type(doc).__name__}", items)
     kind = doc.get("kind")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list):
         item_kind = kind[: -len("List")] if kind != "List" else None
@@ -83,13 +159,13 @@ def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
         for i, item in enumerate(doc["items"]):
             if isinstance(item, dict) and item_kind and "kind" not in item:
                 item = {**item, "kind": item_kind}
-            out.extend(_flatten(item, f"{where} items[{i}]"))
+            out.extend(_flatten(item, (*items, i)))
         return out
     if not isinstance(kind, str) or not kind:
-        raise ManifestError(f"{where}: missing kind")
+        raise _ShapeError("missing kind", items)
     meta = doc.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ManifestError(f"{where}: {kind} without metadata.name")
+        raise _ShapeError(f"{kind} without metadata.name", items)
     return [doc]
 
 
@@ -199,7 +275,7 @@ class ClusterFiles:
             if strict:
                 raise
             self.read_errors += 1
-            self._report(file, stamp, f"keeping the {len(last)} object(s) of its last good read: {exc}")
+            self._report(file, stamp, f"{exc}; keeping the {len(last)} object(s) of its last good read")
             return last
         if not documents and last:
             self.empty_reads += 1

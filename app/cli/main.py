@@ -17,12 +17,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.cli.embedded import embedded_cluster_path
 from app.cli.helpstyle import KoordGroup, root_options
 from app.cli.output import OutputOpt, emit
-from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
+from app.cli.remote import DEFAULT_SERVER, CAOpt, ClientCertOpt, ClientKeyOpt, InsecureOpt, ServerOpt, request
 from app.framework.config import ConfigError, default_config, load_config
 from app.framework.duration import parse_duration
 from app.plugins.registry import default_registry
@@ -38,7 +39,7 @@ log = logging.getLogger("koord")
 
 
 def _fail(message: str, code: int = 2) -> None:
-    err_console.print(f"[bold red]error:[/] {message}")
+    err_console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, brackets kept
     raise typer.Exit(code)
 
 
@@ -136,7 +137,10 @@ def scheduler(
     tls_private_key_file: Annotated[Path | None, typer.Option(help="Serving key (PEM).")] = None,
     client_ca_file: Annotated[
         Path | None,
-        typer.Option(help="Require client certificates signed by this CA (PEM) on the extender verbs and webhooks."),
+        typer.Option(
+            help="Require client certificates signed by this CA (PEM) on the extender verbs, the webhooks and "
+            "POST /apis/v1/explain."
+        ),
     ] = None,
     allowed_client_names: Annotated[
         str,
@@ -145,6 +149,13 @@ def scheduler(
     allowed_webhook_client_names: Annotated[
         str,
         typer.Option(help="Comma-separated certificate CNs allowed to call the webhooks (empty: any)."),
+    ] = "",
+    allowed_inspection_client_names: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated certificate CNs allowed to call the inspection calls that run the plugins "
+            "(POST /apis/v1/explain; empty: any). The GETs of cached state stay open."
+        ),
     ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
     log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
@@ -187,6 +198,7 @@ def scheduler(
     except ValueError as exc:
         _fail(f"--assumed-pod-ttl: {exc}")
     body_limit = _byte_count("--max-request-body-bytes", max_request_body_bytes)
+    from app.api.manifests import ManifestError
     from app.manager import run_embedded_controllers
     from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
     from app.server.tls import CertReloader, TLSConfigError
@@ -196,8 +208,12 @@ def scheduler(
         _fail("--tls-cert-file and --tls-private-key-file go together")
     if client_ca_file is not None and tls_cert_file is None:
         _fail("--client-ca-file needs TLS: pass --tls-cert-file and --tls-private-key-file too")
-    if client_ca_file is None and (allowed_client_names or allowed_webhook_client_names):
-        _fail("--allowed-client-names and --allowed-webhook-client-names need --client-ca-file")
+    named = (allowed_client_names, allowed_webhook_client_names, allowed_inspection_client_names)
+    if client_ca_file is None and any(named):
+        _fail(
+            "--allowed-client-names, --allowed-webhook-client-names and --allowed-inspection-client-names "
+            "need --client-ca-file"
+        )
     reloader = None
     if tls_cert_file is not None and tls_private_key_file is not None:
         try:  # reloaded on change, no restart
@@ -208,13 +224,22 @@ def scheduler(
         log.warning("serving plain HTTP: pass --tls-cert-file/--tls-private-key-file in production")
     client_auth = None
     if client_ca_file is not None:
-        client_auth = ClientAuth(parse_names(allowed_client_names), parse_names(allowed_webhook_client_names))
+        client_auth = ClientAuth(
+            parse_names(allowed_client_names),
+            parse_names(allowed_webhook_client_names),
+            parse_names(allowed_inspection_client_names),
+        )
     else:
-        log.warning("no --client-ca-file: anyone who reaches the port may call the extender verbs and webhooks")
+        log.warning(
+            "no --client-ca-file: anyone who reaches the port may call the extender verbs (/filter, /prioritize, "
+            "/preempt, /bind), the webhooks and the inspection calls that run the plugins (POST /apis/v1/explain)"
+        )
     registry = default_registry()
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())
         source = choose_source(cluster, kubeconfig)
+        if isinstance(source, FileSource):
+            source.preload()  # a bad cluster file: one line naming it, exit 2 (not a traceback from the lifespan)
         # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service (never in
         # the webhooks role, which writes nothing). Against an API server `koord manager` runs them.
         embedded = isinstance(source, FileSource)
@@ -226,7 +251,11 @@ def scheduler(
             )
         if reloader is not None:
             watcher = reloader
-            background.append(lambda _state: watcher.watch())
+
+            async def tls_reload(_state: Any) -> None:
+                await watcher.watch()
+
+            background.append(tls_reload)
         leader = None
         if follow_leader_lease is not None:
             leader = _lease_follower(source, follow_leader_lease, leader_identity)
@@ -243,6 +272,8 @@ def scheduler(
         )
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
+    except ManifestError as exc:
+        _fail(f"bad cluster file: {exc}")
     uvicorn.run(
         app,
         host=host,
@@ -273,6 +304,8 @@ def explain(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    client_certificate: ClientCertOpt = None,
+    client_key: ClientKeyOpt = None,
 ) -> None:
     """Why is my pod pending? Per node: kube-scheduler's verdict, each plugin's, and the score.
 
@@ -292,7 +325,16 @@ def explain(
     body: dict[str, Any] = {"Pod": obj, "Nodes": None, "NodeNames": None}
     if nodes:
         body["NodeNames"] = [n.strip() for n in nodes.split(",") if n.strip()]
-    answer = request("POST", server, "/apis/v1/explain", insecure=insecure, ca=certificate_authority, body=body)
+    answer = request(
+        "POST",
+        server,
+        "/apis/v1/explain",
+        insecure=insecure,
+        ca=certificate_authority,
+        body=body,
+        client_cert=client_certificate,
+        client_key=client_key,
+    )
     emit(output, answer, lambda wide: render_explain(answer, wide), lambda: feasible_names(answer))
 
 

@@ -1,5 +1,7 @@
 """Asking a running service: the ``--server``, ``--certificate-authority`` and ``--insecure`` options of
-``koord quota | gang | reservation | explain`` and one GET / POST helper with their exit codes.
+``koord quota | gang | reservation | explain`` (and ``--client-certificate`` / ``--client-key`` for the calls
+a service with client authentication keeps for certificate holders, such as explain) and one GET / POST
+helper with their exit codes.
 
 Exit codes: 1 the service answered 404 (the object does not exist), 2 anything else that kept the
 command from an answer (unreachable, TLS failure, another error status).
@@ -39,6 +41,19 @@ CAOpt = Annotated[
     ),
 ]
 
+ClientCertOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--client-certificate",
+        metavar="FILE",
+        help="Client certificate (PEM) for a service started with --client-ca-file, as kubectl's flag of that name.",
+    ),
+]
+ClientKeyOpt = Annotated[
+    Path | None,
+    typer.Option("--client-key", metavar="FILE", help="The client certificate's private key (PEM)."),
+]
+
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: message`` on stderr and exit with ``code`` (2: bad input or no answer)."""
@@ -64,6 +79,27 @@ def _verify(insecure: bool, ca: Path | None) -> bool | ssl.SSLContext:
         fail(f"--certificate-authority {ca}: not a PEM CA bundle ({exc})")
 
 
+def _with_client_cert(verify: bool | ssl.SSLContext, cert: Path, key: Path | None) -> ssl.SSLContext:
+    """``verify`` as an SSL context that also presents the client certificate ``cert`` (its key in ``key``, or in
+    ``cert`` itself when None).
+
+    Raises:
+        typer.Exit: the certificate or key cannot be loaded (code 2).
+    """
+    if isinstance(verify, ssl.SSLContext):
+        context = verify
+    else:
+        context = ssl.create_default_context()
+        if not verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+    try:
+        context.load_cert_chain(str(cert), str(key) if key is not None else None)
+    except (ssl.SSLError, OSError) as exc:
+        fail(f"--client-certificate {cert}: cannot load it{f' with --client-key {key}' if key else ''} ({exc})")
+    return context
+
+
 def request(
     method: str,
     server: str,
@@ -73,10 +109,13 @@ def request(
     ca: Path | None = None,
     body: Any = None,
     not_found_hint: str | None = None,
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
 ) -> Any:
     """``method`` ``server + path`` (JSON ``body`` when given) and the decoded JSON answer.
 
     Args:
+        client_cert, client_key: the client certificate (and its key) to present over HTTPS.
         not_found_hint: said instead of the body on a 404 without ``{"message": ...}`` (no such route,
             e.g. a plugin that is not enabled).
 
@@ -84,6 +123,10 @@ def request(
         typer.Exit: code 1 on 404, code 2 when unreachable or on any other status, with the reason.
     """
     verify = _verify(insecure, ca)
+    if client_key is not None and client_cert is None:
+        fail("--client-key needs --client-certificate")
+    if client_cert is not None:
+        verify = _with_client_cert(verify, client_cert, client_key)
     url = f"{server.rstrip('/')}{path}"
     try:
         if body is None:

@@ -5,6 +5,9 @@ assumed in its cache until we answer. Here that call runs the binding half of a 
 framework, exactly as plugins of a patched kube-scheduler would see it
 (k8s.io/kubernetes/pkg/scheduler/schedule_one.go ``schedulingCycle`` tail and ``bindingCycle``):
 
+0. (The extender, before the cycle) Identity: the pod is the cached pod that the source reported, matched by
+   uid, namespace and name (:meth:`app.server.extender.ExtenderService.bind_target`); anything else is
+   refused before anything is assumed or written.
 1. Re-check: PreFilter and Filter on the chosen node against the current cache, assumed pods
    included. The node may have filled up since this pod's filter call (other binds ran in
    between); without this, concurrent binds over-commit a node. Nothing awaits between this

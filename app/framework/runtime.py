@@ -292,8 +292,7 @@ class Framework:
     ) -> Status:
         """Bind plugins in order until one does not SKIP; when all skip (or none is enabled) the
         default binder creates the pod's ``Binding`` through ``handle.client`` (upstream DefaultBinder).
-        ``pod_object`` is the Pod as received, for clients that adopt pods they do not hold (the
-        file source); the cached object is used when it is None.
+        ``pod_object`` is the Pod to hand the client; the cached object is used when it is None.
 
         Returns SUCCESS when bound; an API refusal reads as its message (e.g. ``pods "x" not found``).
         """

@@ -17,7 +17,12 @@ if TYPE_CHECKING:
 
 
 async def run_embedded_controllers(state: ServiceState) -> None:
-    """Background task of the service in embedded mode: the controllers on the service's own cache and source."""
+    """Background task of the service in embedded mode: the controllers on the service's own cache and source.
+
+    The controllers (their metrics are registered once, on the service's registry) run as their own supervised
+    loop, ``slo-controllers``: a failed round restarts their :meth:`~app.manager.controllers.SLOControllers.run`,
+    not this set-up. Cancelling this task cancels that loop."""
     from app.manager.controllers import SLOControllers
 
-    await SLOControllers(state.cache, state.source, registry=state.metrics.registry).run()
+    controllers = SLOControllers(state.cache, state.source, registry=state.metrics.registry)
+    await state.loops.spawn("slo-controllers", controllers.run)

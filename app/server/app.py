@@ -1,8 +1,10 @@
 """The application factory: ``create_app(source, config)``.
 
 Nothing is created at import time. The factory builds the snapshot cache and the framework
-(invalid plugin args fail here, before serving); the lifespan starts the source and the
-assumed-pod expiry loop, and stops both on shutdown.
+(invalid plugin args fail here, before serving); the lifespan starts the source and the service's
+loops (assumed-pod expiry, the plugins' background work, the background tasks, the Lease follower),
+each supervised by the one :class:`~app.sources.loops.LoopSupervisor` of the service (restarted after a
+failure, and named by ``/readyz`` while down), and stops them on shutdown.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import asyncio
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -38,14 +41,23 @@ from app.server.webhook_routes import install_webhooks
 from app.server.wire import error_response
 from app.sources.base import Source
 from app.sources.leaderlease import LeaseFollower
+from app.sources.loops import LoopSupervisor
 from webhooks.registry import all_webhooks
 from webhooks.webhook import WebhookContext
 
 log = logging.getLogger(__name__)
 
 #: A service-lifetime task started with the app (e.g. the embedded manager controllers): it gets
-#: the service state and runs until cancelled.
+#: the service state and runs until cancelled, supervised (:mod:`app.sources.loops`) under the name
+#: :func:`loop_name` gives it; after a failure it is called again.
 BackgroundTask = Callable[[ServiceState], Coroutine[Any, Any, None]]
+
+
+def loop_name(task: BackgroundTask) -> str:
+    """The supervised loop name of a background task: its ``__name__`` with dashes (``run_embedded_controllers``
+    -> ``run-embedded-controllers``); ``background`` for a nameless callable."""
+    return str(getattr(task, "__name__", "background")).strip("_<>").replace("_", "-") or "background"
+
 
 #: Seconds between sweeps of expired assumed pods.
 EXPIRY_SWEEP_SECONDS = 1.0
@@ -109,7 +121,9 @@ def build_state(
     framework = Framework(config or default_config(registry.names()), registry, handle)
     extender = ExtenderService(cache, framework, source)
     metrics = ServiceMetrics(cache, lambda: source, extender.rejections, framework.plugins)
-    return ServiceState(cache, framework, source, extender, metrics)
+    loops = LoopSupervisor()
+    source.loops = loops  # the source's loops (file poll, reflectors) run under the service's supervisor
+    return ServiceState(cache, framework, source, extender, metrics, loops)
 
 
 def create_app(
@@ -136,7 +150,8 @@ def create_app(
         background: extra tasks run for the app's lifetime (each gets the service state).
         max_request_body_bytes: larger request bodies are refused with HTTP 413 and a JSON
             ``{"message": ...}`` naming the limit, before more than the limit is read.
-        client_auth: who may call the extender verbs and webhooks (client certificates, checked by
+        client_auth: who may call the extender verbs, the webhooks and the inspection calls that compute
+            (``POST /apis/v1/explain``) (client certificates, checked by
             :class:`~app.server.clientauth.ClientAuthMiddleware`); None lets anyone call them. The
             server must verify client certificates against the CA and use
             :class:`~app.server.clientauth.TLSScopeProtocol`.
@@ -162,16 +177,26 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await source.start(state.cache)
-        tasks = [asyncio.create_task(_sweep_expired(state.cache)), asyncio.create_task(freeze_after_load(source))]
+        loops = state.loops
+        tasks = [
+            loops.spawn("assumed-pod-expiry", lambda: _sweep_expired(state.cache)),
+            loops.spawn("gc-freeze-after-load", lambda: freeze_after_load(source), once=True),
+        ]
         if serves_extender(role):
             tasks += [
-                asyncio.create_task(p.run_background())
+                loops.spawn(f"plugin-{p.name}", p.run_background)
                 for p in state.framework.plugins
                 if isinstance(p, BackgroundPlugin)
             ]
-        tasks += [asyncio.create_task(task(state)) for task in background or []]
+        for task in background or []:
+            base = name = loop_name(task)
+            n = 1
+            while name in loops.loops:  # two tasks of one name: the second is <name>-2
+                n += 1
+                name = f"{base}-{n}"
+            tasks.append(loops.spawn(name, functools.partial(task, state)))
         if leader is not None:
-            tasks.append(asyncio.create_task(leader.run()))
+            tasks.append(loops.spawn("leader-lease", leader.run))
         log.info(
             "serving role %s from %s with plugins %s",
             role,
@@ -181,11 +206,7 @@ def create_app(
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await loops.cancel(tasks)
             await source.stop()
 
     app = ServiceApp(
@@ -218,7 +239,11 @@ def create_app(
     hooks = all_webhooks()
     if serves_webhooks(role):
         install_webhooks(app, hooks, app.state.webhook_context)
-    rules = client_auth.rules(VERBS, [hook.path for hook in hooks]) if client_auth is not None else None
+    rules = (
+        client_auth.rules(VERBS, [hook.path for hook in hooks], inspect_routes.COMPUTING)
+        if client_auth is not None
+        else None
+    )
     if rules is not None:
         app.add_middleware(ClientAuthMiddleware, rules=rules)
     if serves_extender(role):

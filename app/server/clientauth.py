@@ -8,7 +8,10 @@ The calls that act on the cluster need a verified certificate whose subject comm
 - the extender verbs (``/filter``, ``/prioritize``, ``/preempt``, ``/bind``): ``--allowed-client-names``,
   the CN of kube-scheduler's ``tlsConfig.certFile``;
 - the admission webhooks: ``--allowed-webhook-client-names``, the CN of the certificate the API
-  server presents to webhooks (its AdmissionConfiguration ``kubeConfigFile``).
+  server presents to webhooks (its AdmissionConfiguration ``kubeConfigFile``);
+- the inspection calls that compute (run the plugins over the cache, :data:`app.server.inspect_routes.COMPUTING`:
+  ``POST /apis/v1/explain``): ``--allowed-inspection-client-names``, e.g. the operators' ``koord explain``
+  certificate. The GETs of cached state (``/apis/v1/nodes/...``, the plugins' views) stay open.
 
 An empty list allows every certificate the CA signed, as kube-apiserver's
 ``--requestheader-allowed-names`` does. No certificate is answered 401, a CN not allowed 403, both
@@ -106,16 +109,22 @@ class ClientAuth:
     Attributes:
         extender_names: CNs allowed to call the extender verbs; empty: any certificate the CA signed.
         webhook_names: CNs allowed to call the admission webhooks; empty: any certificate the CA signed.
+        inspection_names: CNs allowed to call the inspection endpoints that compute (explain); empty: any
+            certificate the CA signed.
     """
 
     extender_names: frozenset[str] = frozenset()
     webhook_names: frozenset[str] = frozenset()
+    inspection_names: frozenset[str] = frozenset()
 
-    def rules(self, extender_paths: Iterable[str], webhook_paths: Iterable[str]) -> list[ClientRule]:
-        """The two :class:`ClientRule` s for the service's extender and webhook paths."""
+    def rules(
+        self, extender_paths: Iterable[str], webhook_paths: Iterable[str], inspection_paths: Iterable[str] = ()
+    ) -> list[ClientRule]:
+        """The :class:`ClientRule` s for the service's extender, webhook and computing inspection paths."""
         return [
             ClientRule("extender verbs", frozenset(extender_paths), self.extender_names),
             ClientRule("webhooks", frozenset(webhook_paths), self.webhook_names),
+            ClientRule("inspection calls that run the plugins", frozenset(inspection_paths), self.inspection_names),
         ]
 
 

@@ -316,20 +316,43 @@ class ExtenderService:
     ) -> dict[str, Any]:
         """ExtenderBindingResult: run the binding cycle (:mod:`app.framework.bindingcycle`) for the pod.
 
-        The pod is the cached one, else the one parsed from a recent filter/prioritize call of the
-        same uid; unknown pods answer ``pods "<name>" not found``. Every failure is answered in
-        ``Error`` (kube-scheduler then forgets its assumption and requeues the pod). ``caller_gone``
-        completes when the HTTP client disconnected (a pod waiting at Permit is then rejected).
+        The pod must be one the source reported: the cached pod of ``PodUID`` whose namespace and name are
+        ``PodNamespace`` / ``PodName`` (:meth:`bind_target`). A pod only seen in a filter or prioritize call
+        is not a pod: a bind for it, or one naming a cached pod's uid under another name, is refused
+        and nothing is written. Every failure is answered in ``Error`` (kube-scheduler then forgets its
+        assumption and requeues the pod). ``caller_gone`` completes when the HTTP client disconnected (a
+        pod waiting at Permit is then rejected).
         """
-        pod = self.cache.find_pod(args.PodUID, args.PodNamespace, args.PodName)
-        obj: dict[str, Any] | None = None
+        pod, refusal = self.bind_target(args)
         if pod is None:
-            hit = self._recent.get(args.PodUID)
-            if hit is None:
-                return {"Error": f'pods "{args.PodName}" not found'}
-            pod, obj = hit
-        outcome = await self.binding.run(pod, args.Node, obj, caller_gone)
+            log.info("bind of pod %s/%s (uid %r) refused: %s", args.PodNamespace, args.PodName, args.PodUID, refusal)
+            return {"Error": refusal}
+        outcome = await self.binding.run(pod, args.Node, None, caller_gone)
         return {"Error": outcome.error}
+
+    def bind_target(self, args: ExtenderBindingArgs) -> tuple[PodInfo | None, str]:
+        """The cached pod ``args`` names, matched by uid, namespace and name, or (None, why not).
+
+        A request without ``PodNamespace`` means ``default``, as kube-scheduler's binder reads it; one without
+        ``PodUID`` (kube-scheduler always sends it) binds the cached pod of that name, as the API server takes a
+        Binding without a uid precondition. The refusals:
+
+        - ``pods "<name>" not found``: no cached pod has the uid (and none has the name);
+        - ``pod <ns>/<name> has uid <cached>, not <PodUID>``: the pod of that name is another one (recreated);
+        - ``pod uid <PodUID> is pod <ns>/<name>, not <PodNamespace>/<PodName>``: the uid names another pod.
+        """
+        namespace = args.PodNamespace or "default"
+        same_name = self.cache.find_pod("", namespace, args.PodName)
+        if not args.PodUID:
+            return (same_name, "") if same_name is not None else (None, f'pods "{args.PodName}" not found')
+        pod = self.cache.pods.get(args.PodUID)
+        if pod is None:
+            if same_name is not None:
+                return None, f"pod {namespace}/{args.PodName} has uid {same_name.uid}, not {args.PodUID}"
+            return None, f'pods "{args.PodName}" not found'
+        if pod.namespace != namespace or pod.name != args.PodName:
+            return None, f"pod uid {args.PodUID} is pod {pod.key}, not {namespace}/{args.PodName}"
+        return pod, ""
 
     # ------------------------------------------------------------------ explain
     def _kube_scheduler_verdicts(self, pod: PodInfo, name: str) -> dict[str, dict[str, str]]:

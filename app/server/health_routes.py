@@ -19,11 +19,18 @@ async def healthz() -> Response:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
-    """Readiness: 200 once the source has fully loaded every kind, else 503 with the reason."""
+    """Readiness: 200 once the source has fully loaded every kind and every supervised loop runs
+    (:mod:`app.sources.loops`), else 503 with the reason; ``loops`` names each loop that is not running
+    with its last error (it waits to be restarted)."""
     state: ServiceState = request.app.state.service
-    if state.source.ready():
-        return json_response({"status": "ready", "source": state.source.description})
-    return json_response({"status": "not ready", "reason": f"{state.source.description} has not loaded yet"}, 503)
+    if not state.source.ready():
+        reason = f"{state.source.description} has not loaded yet"
+        return json_response({"status": "not ready", "reason": reason}, 503)
+    down = state.loops.not_running()
+    if down:
+        reason = "loops not running: " + ", ".join(f"{name} ({error})" for name, error in down.items())
+        return json_response({"status": "not ready", "reason": reason, "loops": down}, 503)
+    return json_response({"status": "ready", "source": state.source.description})
 
 
 @router.get("/metrics")

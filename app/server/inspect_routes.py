@@ -30,6 +30,12 @@ from app.server.wire import BadRequest, decode, error_response, json_response
 
 router = APIRouter(prefix="/apis/v1", tags=["inspection"])
 
+#: The inspection paths that compute: they run the plugins over the cache for a pod the caller sends
+#: (the whole filter and score pipeline). With client authentication they need an allowed client
+#: certificate (:class:`~app.server.clientauth.ClientAuth` ``inspection_names``); the GETs of cached
+#: state stay open.
+COMPUTING: tuple[str, ...] = ("/apis/v1/explain",)
+
 
 def _gin_path(path: str) -> str:
     """``/apis/v1/nodes/{nodeName}`` -> ``/apis/v1/nodes/:nodeName`` (how upstream lists routes)."""

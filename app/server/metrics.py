@@ -27,6 +27,7 @@ from app.cache.snapshot import ClusterCache
 from app.framework.interfaces import MetricsProvider
 from app.sources.base import Source
 from app.sources.files import FileSource
+from app.sources.loops import LoopSupervisor
 
 disable_created_metrics()
 
@@ -58,6 +59,8 @@ class _StateCollector(Collector):
         restarts = CounterMetricFamily("koord_source_watch_restarts", "Watch streams restarted (relist/reconnect).")
         restarts.add_metric([], src.watch_restarts() if src is not None else 0)
         yield restarts
+        if src is not None:
+            yield from _loop_metrics(src.loops)
         if isinstance(src, FileSource):
             bad = CounterMetricFamily(
                 "koord_source_file_bad_reads",
@@ -73,6 +76,29 @@ class _StateCollector(Collector):
             )
             duplicates.add_metric([], len(src.files.duplicates))
             yield duplicates
+
+
+def _loop_metrics(loops: LoopSupervisor) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """``koord_source_loop_running{loop}`` (1 running, 0 waiting to restart) of every supervised loop, and
+    ``koord_source_loop_errors_total{loop}``: failures since start, of every loop that ever failed."""
+    running = GaugeMetricFamily(
+        "koord_source_loop_running",
+        "1 while a supervised loop of the service (file poll, reflector, Lease follower, status writer, "
+        "controller) runs, 0 while it waits to be restarted after a failure.",
+        labels=["loop"],
+    )
+    for name, state in sorted(loops.loops.items()):
+        running.add_metric([name], 1 if state.running else 0)
+    yield running
+    errors = CounterMetricFamily(
+        "koord_source_loop_errors",
+        "Exceptions that ended a supervised loop of the service (each is logged and the loop restarted after "
+        "a backoff), since start, by loop.",
+        labels=["loop"],
+    )
+    for name in sorted(set(loops.errors) | set(loops.loops)):
+        errors.add_metric([name], loops.errors[name])
+    yield errors
 
 
 class _SchedulingCollector(Collector):

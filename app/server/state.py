@@ -9,14 +9,17 @@ from app.framework.runtime import Framework
 from app.server.extender import ExtenderService
 from app.server.metrics import ServiceMetrics
 from app.sources.base import Source
+from app.sources.loops import LoopSupervisor
 
 
 @dataclass(slots=True)
 class ServiceState:
-    """The service's parts: cache, framework, source, extender logic and metrics."""
+    """The service's parts: cache, framework, source, extender logic, metrics, and the supervisor every
+    long-running loop of the service runs under (the source's loops included)."""
 
     cache: ClusterCache
     framework: Framework
     source: Source
     extender: ExtenderService
     metrics: ServiceMetrics
+    loops: LoopSupervisor

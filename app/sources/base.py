@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from app.api.kinds import KINDS, KindInfo
 from app.client.errors import BadRequest, MethodNotAllowed, NotFound
 from app.sources.events import EventSink
+from app.sources.loops import LoopSupervisor
 
 #: Kinds the scheduler service lists and watches, in the order they are loaded.
 WATCHED_KINDS: tuple[str, ...] = (
@@ -174,6 +175,20 @@ class Source(ClusterClient, ABC):
     #: True when the backend deletes objects whose ownerReferences name a deleted owner (the API
     #: server's garbage collector); controllers then need not delete such objects themselves.
     owner_gc: bool = False
+
+    _loops: LoopSupervisor | None = None
+
+    @property
+    def loops(self) -> LoopSupervisor:
+        """The supervisor this source's background loops run under (:mod:`app.sources.loops`): the
+        service's, assigned before :meth:`start` (the app factory does), else one of the source's own."""
+        if self._loops is None:
+            self._loops = LoopSupervisor()
+        return self._loops
+
+    @loops.setter
+    def loops(self, supervisor: LoopSupervisor) -> None:
+        self._loops = supervisor
 
     @abstractmethod
     async def start(self, sink: EventSink) -> None:

@@ -18,7 +18,8 @@ Embedded-mode conventions:
   keeps reporting the same values: its ``updateTime`` is stamped at load and re-stamped every
   ``restamp_interval`` seconds, so it never expires (the example cluster's NodeMetrics use it).
 - ``bind`` records the binding in memory (it survives file reloads) and delivers the bound pod as
-  a MODIFIED event, as a watch would after a real binding.
+  a MODIFIED event, as a watch would after a real binding. Only pods the source holds (from a file or
+  written through it) are bound: a bind never adds a pod, and a uid other than the held pod's is refused.
 - ``delete`` removes the object in memory and delivers a DELETED event. An object written through
   this source (``create_or_update``) stays deleted. An object some file holds stays deleted as long
   as that file's version of the object is unchanged (compared as canonical JSON): editing the
@@ -32,7 +33,6 @@ Embedded-mode conventions:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 import time
@@ -93,7 +93,6 @@ class FileSource(Source):
         self._sink: EventSink | None = None
         self._objects: dict[str, dict[str, dict[str, Any]]] = {}
         self._bindings: dict[str, str] = {}  # pod key -> node
-        self._adopted: dict[str, dict[str, Any]] = {}  # pods bound through us that no file holds
         self._stamped: set[str] = set()  # NodeMetric keys re-stamped by us
         self._created: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> objects written through us
         self._patches: dict[str, dict[str, dict[str, Any]]] = {}  # kind -> key -> composed merge patch
@@ -103,6 +102,7 @@ class FileSource(Source):
         #: Evictions recorded (embedded mode never kills): namespace, name, uid, reason, time.
         self.evictions: list[dict[str, str]] = []
         self._tasks: list[asyncio.Task[None]] = []
+        self._preloaded: dict[str, dict[str, dict[str, Any]]] | None = None
         self._ready = False
         self.files = ClusterFiles(self.path)
         #: Polls whose reload failed as a whole (the path itself is gone); single bad files are counted in
@@ -118,25 +118,38 @@ class FileSource(Source):
         """True after the first load was delivered."""
         return self._ready
 
+    def preload(self) -> None:
+        """Read the files now (blocking), for :meth:`start` to deliver: a caller that must report a bad
+        cluster file before serving (``koord scheduler`` exits 2 naming it) loads them here first.
+
+        Raises:
+            ManifestError: a file is unreadable or malformed, or the path does not exist (the message
+                names the file, and the line where known).
+        """
+        self._preloaded = self.files.load(strict=True)
+
     async def start(self, sink: EventSink) -> None:
-        """Load the files, deliver them, and start polling and re-stamping."""
+        """Load the files (unless :meth:`preload` did), deliver them, and start polling and re-stamping,
+        both supervised (:attr:`loops`: ``file-poll``, ``file-restamp``).
+
+        Raises:
+            ManifestError: the initial load failed (the message names the file).
+        """
         self._sink = sink
-        loaded = await asyncio.to_thread(self.files.load, strict=True)
+        loaded, self._preloaded = self._preloaded, None
+        if loaded is None:
+            loaded = await asyncio.to_thread(self.files.load, strict=True)
         self._deliver(self._prepare(loaded), initial=True)
         self._ready = True
         if self.poll_interval > 0:
-            self._tasks.append(asyncio.create_task(self._poll_loop()))
+            self._tasks.append(self.loops.spawn("file-poll", self._poll_loop))
         if self.restamp_interval > 0:
-            self._tasks.append(asyncio.create_task(self._restamp_loop()))
+            self._tasks.append(self.loops.spawn("file-restamp", self._restamp_loop))
 
     async def stop(self) -> None:
         """Cancel polling and re-stamping."""
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        tasks, self._tasks = self._tasks, []
+        await self.loops.cancel(tasks)
 
     # ------------------------------------------------------------------ loading
     def _prepare(self, loaded: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -151,8 +164,6 @@ class FileSource(Source):
                 if key in objs:
                     objs[key] = apply_merge_patch(objs[key], patch)
         pods = loaded.setdefault("Pod", {})
-        for key, adopted in self._adopted.items():
-            pods.setdefault(key, adopted)
         for key, node in self._bindings.items():
             found = pods.get(key)
             if found is not None and not (found.get("spec") or {}).get("nodeName"):
@@ -196,6 +207,9 @@ class FileSource(Source):
         self._objects = {k: dict(v) for k, v in loaded.items()}
 
     async def _poll_loop(self) -> None:
+        """Re-read changed files every ``poll_interval`` seconds. A bad file keeps its last good objects
+        (:class:`~app.api.manifests.ClusterFiles` reports and counts it); anything else raised ends this run
+        of the loop, which the supervisor logs, counts and restarts."""
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
@@ -210,6 +224,7 @@ class FileSource(Source):
             self._deliver(self._prepare(loaded))
 
     async def _restamp_loop(self) -> None:
+        """Re-stamp ``updateTime`` of the NodeMetrics that asked for it, every ``restamp_interval`` seconds."""
         while True:
             await asyncio.sleep(self.restamp_interval)
             now = format_time(time.time())
@@ -226,11 +241,13 @@ class FileSource(Source):
     async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
         """Record the binding and deliver the bound pod as a watch event on the next loop turn.
 
-        ``pod`` (the object from the extender request) is adopted when no file holds the pod.
+        Only a pod this source holds is bound, as only an existing pod can be bound on an API server:
+        ``pod`` (the object from a request) is never added to the cluster. ``uid``, when given, must be
+        the held pod's (the API server's uid precondition on a Binding).
 
         Raises:
-            NotFound: the node is unknown, or the pod is unknown and no object was given.
-            Conflict: the pod is already bound to another node.
+            NotFound: the node or the pod is unknown.
+            Conflict: the pod has another uid (it was recreated), or is already bound to another node.
         """
         key = f"{namespace or 'default'}/{name}"
         if node not in self._objects.get("Node", {}):
@@ -238,21 +255,19 @@ class FileSource(Source):
         pods = self._objects.setdefault("Pod", {})
         current = pods.get(key)
         if current is None:
-            if pod is None:
-                raise NotFound(f'pods "{name}" not found')
-            current = copy.deepcopy(pod)
-            current.setdefault("metadata", {}).setdefault("namespace", namespace or "default")
-            current.setdefault("kind", "Pod")
-            current.setdefault("apiVersion", "v1")
-            self._adopted[key] = current
+            raise NotFound(f'pods "{name}" not found')
+        held_uid = str((current.get("metadata") or {}).get("uid") or "")
+        if uid and held_uid != uid:
+            raise Conflict(
+                f'Operation cannot be fulfilled on pods/binding "{name}": Precondition failed: '
+                f"UID in precondition: {uid}, UID in object meta: {held_uid}"
+            )
         bound_to = (current.get("spec") or {}).get("nodeName")
         if bound_to and bound_to != node:
             raise Conflict(f'pod {name} is already assigned to node "{bound_to}"')
         self._bindings[key] = node
         bound = _bound(current, node, format_time(time.time()))
         pods[key] = bound
-        if key in self._adopted:
-            self._adopted[key] = bound
         sink = self._sink
         if sink is not None:
             asyncio.get_running_loop().call_soon(sink.apply, Event("Pod", EventType.MODIFIED, bound))
@@ -263,8 +278,6 @@ class FileSource(Source):
         objs = self._objects.setdefault(kind, {})
         etype = EventType.MODIFIED if key in objs else EventType.ADDED
         objs[key] = obj
-        if kind == "Pod" and key in self._adopted:
-            self._adopted[key] = obj
         sink = self._sink
         if sink is not None and kind in self.kinds:
             asyncio.get_running_loop().call_soon(sink.apply, Event(kind, etype, obj))
@@ -339,7 +352,6 @@ class FileSource(Source):
         self._created.get(kind, {}).pop(key, None)
         self._patches.get(kind, {}).pop(key, None)
         if kind == "Pod":
-            self._adopted.pop(key, None)
             self._bindings.pop(key, None)
         if kind == "NodeMetric":
             self._stamped.discard(key)

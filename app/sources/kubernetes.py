@@ -38,7 +38,7 @@ from app.api.jsonbytes import decode_object, encode_object
 from app.api.kinds import KINDS, KindInfo
 from app.client.aio import AsyncClient
 from app.client.config import load_configuration
-from app.client.errors import Conflict, Forbidden, Gone, NotFound, error_from_status
+from app.client.errors import ApiError, Conflict, Forbidden, Gone, NotFound, error_from_status
 from app.client.watch import WatchEvent
 from app.sources.base import WATCH_NAMESPACES, WATCHED_KINDS, Source, object_to_store, updated_object, write_kind
 from app.sources.events import Event, EventSink, EventType
@@ -150,6 +150,9 @@ class _Reflector:
     # -- main loop ------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """LIST, then WATCH until the source stops, relisting on 410/404/403 and re-watching after API errors
+        (with backoff). Run under the source's supervisor (``reflector-<Kind>``): an unexpected exception
+        ends the run, and the next run starts with a LIST."""
         need_list = True
         while not self.stopped():
             try:
@@ -176,12 +179,14 @@ class _Reflector:
                 self.source._restarts += 1
                 need_list = True
                 await self.backoff()
-            except Exception as exc:  # ApiError, _WatchError, or anything unexpected: keep the reflector alive
+            except (ApiError, _WatchError) as exc:  # an answer or a stream we cannot use: watch again
                 if self.stopped():
                     break
                 log.warning("watch of %s failed (%s), retrying from resourceVersion %s", self.kind, exc, self.rv)
                 self.source._restarts += 1
                 await self.backoff()
+            # anything else is a bug: it ends this run, and the supervisor (app.sources.loops) logs it, counts
+            # it, and runs the reflector again after a backoff, from a fresh LIST
         log.debug("reflector for %s stopped", self.kind)
 
     async def list_once(self) -> bool:
@@ -205,7 +210,7 @@ class _Reflector:
                 log.debug("listing %s still answers HTTP %d", self.kind, exc.status)
             await asyncio.sleep(src._missing_retry)
             return False
-        except Exception as exc:  # ApiError (5xx, no answer, a page that is not a list) or anything unexpected
+        except ApiError as exc:  # 5xx, no answer, a page that is not a list (anything else: the supervisor's)
             if self.stopped():
                 return False
             log.warning("listing %s failed: %s", self.kind, exc)
@@ -373,7 +378,7 @@ class KubernetesSource(Source):
         self._sink = sink
         self._reflectors = [_Reflector(self, KINDS[k]) for k in self._kinds]
         for r in self._reflectors:
-            r.task = asyncio.create_task(r.run(), name=f"reflector-{r.kind}")
+            r.task = self.loops.spawn(f"reflector-{r.kind}", r.run)
         log.info("watching %d kinds on %s", len(self._kinds), self._client.host)
 
     async def stop(self, timeout: float = 1.5) -> None:

@@ -297,8 +297,9 @@ def test_best_placement_prefers_the_gpu_that_keeps_room_for_typical_pods() -> No
 
 
 # ---------------------------------------------------------------------- over HTTP
-def gpu_cluster(tmp: Path) -> Path:
+def gpu_cluster(tmp: Path, pods: tuple[dict[str, Any], ...] = ()) -> Path:
     objs = [node("gpu-a", 2), device("gpu-a", 2), node("gpu-b", 2, model="T4"), device("gpu-b", 2, unhealthy=(1,))]
+    objs += pods  # pending pods to bind: /bind binds only pods the source reported
     (tmp / "cluster.yaml").write_text(yaml.safe_dump_all(objs))
     return tmp
 
@@ -308,7 +309,7 @@ def _config(args: dict[str, Any] | None = None) -> SchedulerConfig:
 
 
 def test_filter_prioritize_bind_and_rest_over_http(tmp_path: Path) -> None:
-    source = FileSource(gpu_cluster(tmp_path), poll_interval=0)
+    source = FileSource(gpu_cluster(tmp_path, (pod("share", {CORE: "50", RATIO: "50"}),)), poll_interval=0)
     with LiveServer(
         source, _config({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": RATIO, "weight": 1}]}})
     ) as srv:

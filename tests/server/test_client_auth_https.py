@@ -162,9 +162,86 @@ def test_empty_allowed_names_accept_any_certificate_of_the_ca(certs: Path, clust
     [
         (["--client-ca-file", "ca.crt"], "--client-ca-file needs TLS"),
         (["--allowed-client-names", "koord-scheduler"], "need --client-ca-file"),
+        (["--allowed-inspection-client-names", "ops"], "need --client-ca-file"),
     ],
 )
 def test_flags_that_cannot_work_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["scheduler", *args])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def _explain_body() -> dict[str, object]:
+    return filter_body(wire("filter.json")["Pod"], ["node-idle"])
+
+
+@pytest.mark.parametrize(
+    ("cn", "code"),
+    [("koord-scheduler", 200), ("kube-apiserver", 200), (None, 401)],
+    ids=["scheduler-cert", "apiserver-cert", "no-cert"],
+)
+def test_explain_runs_the_plugins_only_for_a_certificate_of_the_ca(mtls: TLSServer, cn: str | None, code: int) -> None:
+    """POST /apis/v1/explain runs the whole filter pipeline: with client authentication it needs a certificate
+    (any the CA signed when no --allowed-inspection-client-names); the GETs of cached state stay open."""
+    with mtls.client(cn) as c:
+        r = c.post("/apis/v1/explain", json=_explain_body())
+        assert r.status_code == code, r.text
+        if code == 401:
+            assert r.json()["message"] == (
+                "the inspection calls that run the plugins require a client certificate signed by the "
+                "--client-ca-file CA"
+            )
+        else:
+            assert "node-idle" in r.json()["nodes"]
+        for path in ("/apis/v1/nodes/node-idle", "/apis/v1/__services__", "/apis/v1/plugins"):
+            assert c.get(path).status_code == 200, path
+
+
+def test_explain_answers_403_to_a_name_not_allowed(certs: Path, cluster: Path) -> None:
+    auth = ClientAuth(frozenset({"koord-scheduler"}), frozenset({"kube-apiserver"}), frozenset({"koord-scheduler"}))
+    with TLSServer(certs, cluster, auth) as srv:
+        with srv.client("kube-apiserver") as c:
+            r = c.post("/apis/v1/explain", json=_explain_body())
+            assert r.status_code == 403, r.text
+            assert r.json()["message"] == (
+                "client certificate CN 'kube-apiserver' may not call the inspection calls that run the plugins "
+                "(allowed: koord-scheduler)"
+            )
+        with srv.client("koord-scheduler") as c:
+            assert c.post("/apis/v1/explain", json=_explain_body()).status_code == 200
+
+
+def test_without_a_client_ca_explain_stays_open(certs: Path, cluster: Path) -> None:
+    with TLSServer(certs, cluster, None) as srv, srv.client(None) as c:
+        assert c.post("/apis/v1/explain", json=_explain_body()).status_code == 200
+
+
+def test_koord_explain_presents_a_client_certificate(mtls: TLSServer, tmp_path: Path) -> None:
+    """``koord explain --client-certificate/--client-key`` reaches explain on a service with client authentication;
+    without them the service's 401 is the command's error (exit 2)."""
+    import json
+
+    pod_file = tmp_path / "pod.json"
+    pod_file.write_text(json.dumps(wire("filter.json")["Pod"]))
+    base = [
+        "explain",
+        "--pod",
+        str(pod_file),
+        "--nodes",
+        "node-idle",
+        "--server",
+        f"https://localhost:{mtls.port}",
+        "--certificate-authority",
+        str(mtls.certs / "ca.crt"),
+        "-o",
+        "json",
+    ]
+    refused = CliRunner().invoke(cli, base)
+    assert refused.exit_code == 2, refused.output
+    assert "answered 401" in " ".join(refused.output.split())
+    cert = ["--client-certificate", str(mtls.certs / "koord-scheduler.crt")]
+    answered = CliRunner().invoke(cli, [*base, *cert, "--client-key", str(mtls.certs / "koord-scheduler.key")])
+    assert answered.exit_code == 0, answered.output
+    assert "node-idle" in json.loads(answered.output)["nodes"]
+    no_cert = CliRunner().invoke(cli, [*base, "--client-key", str(mtls.certs / "koord-scheduler.key")])
+    assert no_cert.exit_code == 2 and "--client-key needs --client-certificate" in no_cert.output

@@ -7,6 +7,7 @@ pods from a process nobody elected) and an extender must not serve admission rev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +77,7 @@ def test_webhooks_role_runs_no_background_plugin(tmp_path: Path, monkeypatch: py
 
     async def fake_background(self: Any) -> None:
         started.append(type(self).__name__)
+        await asyncio.Event().wait()  # a background loop runs until cancelled (one that returns is restarted)
 
     for plugin in BackgroundPlugin.__subclasses__():
         monkeypatch.setattr(plugin, "run_background", fake_background)

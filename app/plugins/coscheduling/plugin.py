@@ -375,18 +375,19 @@ class Coscheduling(
     # ------------------------------------------------------------------ background
     async def run_background(self) -> None:
         """While leading: the PodGroup status controller, every :data:`STATUS_SYNC_INTERVAL` seconds, and the
-        retries of refused members whose gang is complete, every :data:`RETRY_INTERVAL` seconds."""
-        await asyncio.gather(self._status_loop(), self._retry_loop())
+        retries of refused members whose gang is complete, every :data:`RETRY_INTERVAL` seconds. Both run in one
+        task group: a failed round ends both, and the service's loop supervisor logs, counts and restarts them
+        (:mod:`app.sources.loops`), so no orphaned twin survives a restart."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._status_loop())
+            group.create_task(self._retry_loop())
 
     async def _status_loop(self) -> None:
         controller = StatusController(self.cache, self.handle)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
             if self.handle.has_synced() and self.handle.is_leader():
-                try:
-                    await controller.sync_once()
-                except Exception:  # the loop must survive one bad round
-                    log.exception("PodGroup status round failed")
+                await controller.sync_once()
 
     async def _retry_loop(self) -> None:
         """Send the due retries (:meth:`GangRetry.send_due`) on the leader; a standby forgets them (only
@@ -398,10 +399,7 @@ class Coscheduling(
             if not self.handle.is_leader():
                 self.retry.due.clear()
                 continue
-            try:
-                await self.retry.send_due(self.handle.client, self.retry_bucket)
-            except Exception:  # the loop must survive one bad round
-                log.exception("gang retry round failed")
+            await self.retry.send_due(self.handle.client, self.retry_bucket)
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:

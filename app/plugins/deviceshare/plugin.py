@@ -19,7 +19,7 @@
   share on the GPU with the least fragmentation growth) and account them at once; Unreserve undoes.
 - PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``handle.client.patch`` and
   await it (a refused write fails the binding, which releases the GPUs); if the pod is not in the
-  source yet (404: embedded mode adopts pods at bind), the write is retried when the bound pod
+  source yet (404), the write is retried when the bound pod
   shows up in the cache.
 - Reservations (:mod:`.reserved`): a reserve pod's GPUs (chosen at its Reserve when the Reservation plugin
   places it) are written onto the Reservation as ``device-allocated`` (``pre_bind_reservation``) and stay

@@ -332,33 +332,30 @@ class ElasticQuota(
         ElasticQuota (:mod:`app.plugins.elasticquota.statuswriter`, as upstream's quota controller); and
         every ``revokePodInterval``, evict pods of quotas over their runtime for longer than
         ``delayEvictTime``, only with ``monitorAllQuotas`` and ``enableRuntimeQuota`` (as upstream).
-        Both write only while ``handle.is_leader()`` (a standby replica keeps its cache warm only)."""
-        loops = [self._status_loop()]
-        if self.args.monitor_all_quotas and self.args.enable_runtime_quota:
-            loops.append(self._revoke_loop())
-        else:
+        Both write only while ``handle.is_leader()`` (a standby replica keeps its cache warm only).
+        An exception in either ends both (a task group) and reaches the service's loop supervisor, which logs
+        and counts it and runs them again after a backoff (:mod:`app.sources.loops`)."""
+        revoke = self.args.monitor_all_quotas and self.args.enable_runtime_quota
+        if not revoke:
             log.info("monitorAllQuotas not true: the ElasticQuota over-use revoke loop does not run")
-        await asyncio.gather(*loops)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._status_loop())
+            if revoke:
+                group.create_task(self._revoke_loop())
 
     async def _status_loop(self) -> None:
         writer = StatusWriter(self.manager)
         while True:
             await asyncio.sleep(STATUS_SYNC_INTERVAL)
             if self.handle.has_synced() and self.handle.is_leader() and self.manager.active:
-                try:
-                    await writer.sync_once(self.handle.client)
-                except Exception:  # the loop must survive one bad round
-                    log.exception("ElasticQuota status round failed")
+                await writer.sync_once(self.handle.client)
 
     async def _revoke_loop(self) -> None:
         interval = max(self.args.revoke_pod_interval, 0.05)
         while True:
             await asyncio.sleep(interval)
             if self.handle.has_synced() and self.handle.is_leader():
-                try:
-                    await self.revoke_once()
-                except Exception:  # the loop must survive one bad cycle
-                    log.exception("ElasticQuota revoke cycle failed")
+                await self.revoke_once()
 
     async def revoke_once(self) -> list[dict[str, Any]]:
         """One revoke cycle; returns the evictions it attempted (also kept for the REST view).

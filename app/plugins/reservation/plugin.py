@@ -468,21 +468,17 @@ class Reservation(
 
     # ------------------------------------------------------------------ background
     async def run_background(self) -> None:
-        """Place pending reservations and run the controller, on the leader, until cancelled."""
+        """Place pending reservations and run the controller, on the leader, until cancelled. A failed round
+        ends the loop; the service's loop supervisor logs, counts and restarts it (:mod:`app.sources.loops`)."""
         next_controller = 0.0
         while True:
             await asyncio.sleep(PLACEMENT_INTERVAL)
             if not self.handle.has_synced() or not self.handle.is_leader():
                 continue
-            try:
-                await self.place_pending()
-                if self.handle.now() >= next_controller:
-                    next_controller = self.handle.now() + CONTROLLER_INTERVAL
-                    await self.control_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # one bad round must not end the loop
-                log.exception("reservation round failed")
+            await self.place_pending()
+            if self.handle.now() >= next_controller:
+                next_controller = self.handle.now() + CONTROLLER_INTERVAL
+                await self.control_once()
 
     async def place_pending(self) -> int:
         """One placement round over pending reservations whose backoff passed; returns how many were placed."""
