@@ -90,3 +90,29 @@ def normalize(scores: I64) -> I64:
         return scores
     out: I64 = scores * MAX_NODE_SCORE // top
     return out
+
+
+def _scalar(strategy: str, requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    if strategy == MOST_ALLOCATED:
+        return min(requested, capacity) * MAX_NODE_SCORE // capacity
+    return 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def score_resources(
+    strategy: str, weights: dict[str, int], request: dict[str, int], total: dict[str, int], free: dict[str, int]
+) -> int:
+    """Scalar ``scoreDevice`` (one device) or ``scoreNode`` (``total``/``free`` summed over a type's devices):
+    the weighted average over weighted resources with a non-zero total, as :func:`node_scores` computes it
+    on the GPU table; used for RDMA/FPGA devices and GPU topology scopes (0..100)."""
+    acc = wsum = 0
+    for name, weight in weights.items():
+        have = total.get(name, 0)
+        if have == 0:
+            continue
+        left = free.get(name, 0)
+        requested = have - left + request.get(name, 0) if have >= left else have
+        acc += _scalar(strategy, requested, have) * weight
+        wsum += weight
+    return acc // wsum if wsum else 0
