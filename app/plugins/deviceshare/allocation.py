@@ -119,7 +119,9 @@ def _vfs(entry: dict[str, object], path: str) -> tuple[VirtualFunction, ...]:
         return ()
     if not isinstance(ext, dict):
         raise AllocationError(f"{path}.extension: expected an object")
-    raw = ext.get("vfs") or []
+    raw = ext.get("vfs")
+    if raw is None:
+        return ()
     if not isinstance(raw, list):
         raise AllocationError(f"{path}.extension.vfs: expected a list")
     out = []

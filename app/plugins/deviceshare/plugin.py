@@ -74,6 +74,7 @@ from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
 from app.plugins.deviceshare.allocator import (
     Refused,
     Scorer,
+    TypeState,
     allocate_node,
     candidate_minors,
     check_vfs,
@@ -344,9 +345,17 @@ class DeviceShare(
         table = self.devices.flush()
         removed = self._removed_with_reservations(state, pod, nodes) if ps.request is not None else nodes.removed
         for pos in np.flatnonzero(table.has_device[nodes.rows]).tolist():
+            victims = [v.uid for v in removed[pos]] if removed is not None else []
+            if failures.get(pos) is _INSUFFICIENT_GPU:
+                # upstream's Prepare judges every type before any GPU is chosen: a node lacking the RDMA
+                # type (or its VFs) is unresolvable, not merely short of GPUs
+                try:
+                    self._prepare(self.devices.nodes[nodes.names[pos]], ps, victims)
+                except Refused as refused:
+                    failures[pos] = refused.status
+                continue
             if pos in failures:
                 continue
-            victims = [v.uid for v in removed[pos]] if removed is not None else []
             try:
                 self._allocate(state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims)
             except Refused as refused:
@@ -633,22 +642,16 @@ class DeviceShare(
         extra = ps.extra
         assert extra is not None
         nd = self.devices.nodes[node]
-        states = {kind: nd.type_state(kind, victims) for kind in extra.secondary}
+        states, secondary = self._prepare(nd, ps, victims)
         hints = extra.hints
         scorer = self._scorer()
-        secondary = {
-            kind: instance_request(kind, value, hints.get(kind), states[kind] if nd.infos.get(kind) else None)
-            for kind, value in sorted(extra.secondary.items())
-        }
         req = ps.request
-        check_vfs(([n.GPU] if req is not None else []) + sorted(secondary), hints, states)
         chooser = None
         if req is not None:
-            gpu_req = req
+            gpu_req, gpu_state = req, states[n.GPU]
 
             def chooser() -> list[GPUAllocation]:
                 hint = hints.get(n.GPU)
-                gpu_state = nd.type_state(n.GPU, victims)
                 allowed = candidate_minors(gpu_state, hint) if hint is not None else None
                 if hint is not None and hint.required_topology_scope:
                     minors = gpu_by_topology(
@@ -669,6 +672,27 @@ class DeviceShare(
                 return self._gpu_allocations(nd, gpu_req, row, slots)
 
         return allocate_node(secondary, chooser, states, hints, extra.joint, scorer)
+
+    def _prepare(
+        self, nd: NodeDevice, ps: _PodState, victims: list[str]
+    ) -> tuple[dict[str, TypeState], dict[str, tuple[dict[str, int], int]]]:
+        """``AutopilotAllocator.Prepare``: the node's devices by type and, per RDMA/FPGA type, the per-device
+        request and count.
+
+        Raises:
+            Refused: UnschedulableAndUnresolvable when the node lacks the type or its VFs.
+        """
+        extra = ps.extra
+        assert extra is not None
+        states = {kind: nd.type_state(kind, victims) for kind in extra.secondary}
+        secondary = {
+            kind: instance_request(kind, value, extra.hints.get(kind), states[kind])
+            for kind, value in sorted(extra.secondary.items())
+        }
+        if ps.request is not None:
+            states[n.GPU] = nd.type_state(n.GPU, victims)  # for hints, PCIe roots and topology scopes
+        check_vfs(([n.GPU] if ps.request is not None else []) + sorted(secondary), extra.hints, states)
+        return states, secondary
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Choose the devices and account them now (``Insufficient gpu devices`` when they are gone)."""
