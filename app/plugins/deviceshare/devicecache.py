@@ -102,6 +102,7 @@ class DeviceCache(CacheListener):
             nd.gpus = {g.minor: g for g in gpus}
             nd.infos = infos
             nd.has_device = True
+        nd.invalidate()
         if nd.is_empty():
             del self.nodes[key]
         self._dirty.add(key)

@@ -18,7 +18,7 @@ it UnschedulableAndUnresolvable at PreFilter.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -48,19 +48,33 @@ class DeviceHint:
     allocate_strategy: str = ""
     required_topology_scope: str = ""
     exclusive_policy: str = ""
+    #: (selector or VF selector, labels) -> match, memoised: nodes of a cluster repeat the same device labels.
+    _memo: dict[tuple[bool, frozenset[tuple[str, str]]], bool] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     @property
     def must_allocate_vf(self) -> bool:
         """``mustAllocateVF``: a ``vfSelector`` asks one VF per device given."""
         return self.vf_selector is not None
 
+    def _matches(self, vf: bool, labels: Mapping[str, str]) -> bool:
+        selector = self.vf_selector if vf else self.selector
+        if selector is None:
+            return True
+        key = (vf, frozenset(labels.items()))
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = selector_matches(selector, labels)
+        return found
+
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether a device with ``labels`` passes the ``selector`` (no selector: every device)."""
-        return self.selector is None or selector_matches(self.selector, labels)
+        return self._matches(False, labels)
 
     def selects_vfs(self, labels: Mapping[str, str]) -> bool:
         """Whether a VF group with ``labels`` passes the ``vfSelector`` (no selector: every group)."""
-        return self.vf_selector is None or selector_matches(self.vf_selector, labels)
+        return self._matches(True, labels)
 
 
 @dataclass(frozen=True, slots=True)

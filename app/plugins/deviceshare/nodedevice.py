@@ -38,6 +38,12 @@ class NodeDevice:
     extra: dict[str, dict[str, list[GPUAllocation]]] = field(default_factory=dict)
     other_used: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
     vf_used: dict[str, dict[int, set[str]]] = field(default_factory=dict)
+    #: type -> its :class:`TypeState` without victims, built on demand, dropped by :meth:`invalidate`.
+    _states: dict[str, TypeState] = field(default_factory=dict, init=False, repr=False)
+
+    def invalidate(self) -> None:
+        """Forget the memoised type states (devices or allocations changed)."""
+        self._states.clear()
 
     def total(self, minor: int) -> dict[str, int]:
         """Total of ``minor`` (empty when unhealthy or unknown)."""
@@ -57,6 +63,7 @@ class NodeDevice:
         the pod is already accounted, as upstream's isValid."""
         if uid in self.pods:
             return
+        self._states.clear()
         self.pods[uid] = (key, allocs)
         for a in allocs:
             used = self.used.setdefault(a.minor, {})
@@ -80,6 +87,7 @@ class NodeDevice:
         entry = self.pods.pop(uid, None)
         if entry is None:
             return None
+        self._states.clear()
         for a in entry[1]:
             used = self.used.get(a.minor)
             if used is None:
@@ -111,7 +119,16 @@ class NodeDevice:
 
     def type_state(self, kind: str, give_back: list[str] | None = None) -> TypeState:
         """The allocator's view of the devices of ``kind`` (``gpu`` included), with the allocations of the
-        pods in ``give_back`` (preemption victims) counted as free."""
+        pods in ``give_back`` (preemption victims) counted as free. Callers must not modify it: without
+        victims it is memoised until the next allocation change or :meth:`invalidate`."""
+        if not give_back:
+            memo = self._states.get(kind)
+            if memo is None:
+                memo = self._states[kind] = self._type_state(kind, None)
+            return memo
+        return self._type_state(kind, give_back)
+
+    def _type_state(self, kind: str, give_back: list[str] | None) -> TypeState:
         infos = self.infos.get(kind, {})
         if kind == n.GPU:
             used = {m: dict(u) for m, u in self.used.items()}

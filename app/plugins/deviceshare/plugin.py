@@ -132,6 +132,9 @@ class _Extra:
     secondary: dict[str, int]
     hints: dict[str, DeviceHint]
     joint: JointAllocate | None
+    #: the GPUs chosen matter beyond their count (a narrowing GPU hint, or GPUs in a joint allocation):
+    #: Filter must choose them; otherwise the vectorised count test stands for them.
+    gpu_choice_matters: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +167,8 @@ def _parse_pod(pod: PodInfo) -> _PodState:
     )
     if not secondary and not narrows_gpu:
         return _PodState(req)
-    return _PodState(req, _Extra(secondary, hints, joint))
+    matters = narrows_gpu or (joint is not None and n.GPU in joint.device_types)
+    return _PodState(req, _Extra(secondary, hints, joint, req is not None and matters))
 
 
 class DeviceShare(
@@ -357,7 +361,7 @@ class DeviceShare(
             if pos in failures:
                 continue
             try:
-                self._allocate(state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims)
+                self._allocate(state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims, dry_run=True)
             except Refused as refused:
                 failures[pos] = refused.status
 
@@ -632,9 +636,18 @@ class DeviceShare(
         return lambda request, total, free: score_resources(strategy, weights, request, total, free)
 
     def _allocate(
-        self, state: CycleState, pod: PodInfo, ps: _PodState, node: str, row: int, victims: list[str]
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        ps: _PodState,
+        node: str,
+        row: int,
+        victims: list[str],
+        dry_run: bool = False,
     ) -> dict[str, list[GPUAllocation]]:
         """The per-node allocator (:mod:`.allocator`) for a pod with an ``extra`` part: type -> allocations.
+        A ``dry_run`` (Filter) skips choosing GPUs whose choice changes nothing else (the vectorised
+        test counted them already).
 
         Raises:
             Refused: the node cannot take the pod.
@@ -651,6 +664,8 @@ class DeviceShare(
             gpu_req, gpu_state = req, states[n.GPU]
 
             def chooser() -> list[GPUAllocation]:
+                if dry_run and not extra.gpu_choice_matters:
+                    return []
                 hint = hints.get(n.GPU)
                 allowed = candidate_minors(gpu_state, hint) if hint is not None else None
                 if hint is not None and hint.required_topology_scope:
