@@ -613,3 +613,38 @@ def test_rdma_and_joint_allocation_over_http(tmp_path: Path) -> None:
             assert failed["n1"].startswith(reason)
             r = c.post("/prioritize", json={"Pod": bad, "NodeNames": ["n1"]})
             assert r.status_code == 200
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+def test_filter_batch_picks_the_gpus_reserve_picks(strategy: str) -> None:
+    # Filter chooses a joint pod's GPUs for the whole batch at once; on every node that must be the
+    # choice Reserve makes node by node (random shares already placed)
+    import random
+
+    rng = random.Random(7)
+    objs: list[dict[str, Any]] = []
+    names = [f"n{i}" for i in range(12)]
+    for i, name in enumerate(names):
+        objs += [node(name, 8), upstream_device(name)]
+        for k in range(rng.randrange(0, 6)):
+            share = rng.choice([25, 50, 100])
+            minor = rng.randrange(8)
+            value = {"gpu": [{"minor": minor, "resources": {CORE: str(share), RATIO: str(share)}}]}
+            objs.append(bound(f"old-{i}-{k}", name, value, {CORE: str(share), RATIO: str(share)}))
+    args = {
+        "scoringStrategy": {"type": strategy, "resources": [{"name": RATIO, "weight": 1}, {"name": RDMA, "weight": 1}]}
+    }
+    cache, plugin = setup(objs, args)
+    asks = [{"nvidia.com/gpu": "2"}, {CORE: "25", RATIO: "25"}, {CORE: "50", RATIO: "50"}, {RATIO: "200"}]
+    for gpus in asks:
+        p = pod("p", {**gpus, RDMA: "1"}, annotations={JOINT: JOINT_GPU_RDMA})
+        info = parse_pod(p)
+        state = CycleState(time.time())
+        assert plugin.pre_filter(state, info).is_success()
+        rows, _ = cache.table.rows_of(names)
+        batch = NodeBatch(rows, names)
+        ps = plugin._pod_state(state, info)
+        batched = plugin._batched_gpu_slots(state, info, ps, batch, None)
+        assert batched is not None and ps.request is not None
+        for pos, name in enumerate(names):
+            assert batched[pos] == plugin._choose(info, ps.request, name, int(rows[pos])), (gpus, name)

@@ -104,7 +104,13 @@ from app.plugins.deviceshare.hints import (
 from app.plugins.deviceshare.nodedevice import NodeDevice
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request, secondary_requests
 from app.plugins.deviceshare.reserved import ReservedGPUs
-from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize, score_resources
+from app.plugins.deviceshare.scoring import (
+    device_scores,
+    device_scores_rows,
+    node_scores,
+    normalize,
+    score_resources,
+)
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
 
@@ -348,6 +354,7 @@ class DeviceShare(
         """Run the per-node allocator on the nodes with a Device that passed so far (dry run)."""
         table = self.devices.flush()
         removed = self._removed_with_reservations(state, pod, nodes) if ps.request is not None else nodes.removed
+        batched = self._batched_gpu_slots(state, pod, ps, nodes, removed)
         for pos in np.flatnonzero(table.has_device[nodes.rows]).tolist():
             victims = [v.uid for v in removed[pos]] if removed is not None else []
             if failures.get(pos) is _INSUFFICIENT_GPU:
@@ -360,10 +367,54 @@ class DeviceShare(
                 continue
             if pos in failures:
                 continue
+            slots = batched.get(pos) if batched is not None else None
             try:
-                self._allocate(state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims, dry_run=True)
+                self._allocate(
+                    state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims, dry_run=True, gpu_slots=slots
+                )
             except Refused as refused:
                 failures[pos] = refused.status
+
+    def _batched_gpu_slots(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        ps: _PodState,
+        nodes: NodeBatch,
+        removed: list[list[PodInfo]] | None,
+    ) -> dict[int, list[int] | None] | None:
+        """For a Filter that must know which GPUs a joint allocation starts from: what :meth:`_choose` would
+        pick on each node, computed for the whole batch at once (fits and per-GPU scores as arrays).
+        None when a node-by-node choice is needed: a narrowing GPU hint, or FragmentationAware placing a
+        share. Nodes holding reservations the pod owns are left out (chosen node by node)."""
+        req, extra = ps.request, ps.extra
+        if req is None or extra is None or not extra.gpu_choice_matters:
+            return None
+        hint = extra.hints.get(n.GPU)
+        if hint is not None and (
+            hint.selector is not None or hint.required_topology_scope or hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL
+        ):
+            return None
+        if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
+            return None
+        rows = nodes.rows
+        fits = self._fits(req, rows, removed)
+        table = self.devices.table
+        strategy = MOST_ALLOCATED if self.args.strategy == FRAGMENTATION_AWARE else self.args.strategy
+        scores = device_scores_rows(strategy, self.args.weights, req.per_gpu, table, rows)
+        minors = table.minor.take(rows, axis=0)
+        owned = self._owned(state, pod)
+        out: dict[int, list[int] | None] = {}
+        for pos, name in enumerate(nodes.names):
+            if name in owned:
+                continue
+            ok = np.flatnonzero(fits[pos])
+            if len(ok) < req.count:
+                out[pos] = None
+                continue
+            order = np.lexsort((minors[pos][ok], -scores[pos][ok]))
+            out[pos] = ok[order[: req.count]].tolist()
+        return out
 
     def _filter_gpus(self, state: CycleState, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> FilterFailures:
         rows = nodes.rows
@@ -644,10 +695,11 @@ class DeviceShare(
         row: int,
         victims: list[str],
         dry_run: bool = False,
+        gpu_slots: list[int] | None = None,
     ) -> dict[str, list[GPUAllocation]]:
         """The per-node allocator (:mod:`.allocator`) for a pod with an ``extra`` part: type -> allocations.
         A ``dry_run`` (Filter) skips choosing GPUs whose choice changes nothing else (the vectorised
-        test counted them already).
+        test counted them already); ``gpu_slots`` are the GPU slots :meth:`_batched_gpu_slots` chose.
 
         Raises:
             Refused: the node cannot take the pod.
@@ -680,6 +732,8 @@ class DeviceShare(
                     )
                     slot_of = {int(m): s for s, m in enumerate(self.devices.table.minor[row].tolist()) if m >= 0}
                     return self._gpu_allocations(nd, gpu_req, row, [slot_of[m] for m in minors])
+                if gpu_slots is not None:
+                    return self._gpu_allocations(nd, gpu_req, row, gpu_slots)
                 owned = [r for _, r in self._owned(state, pod).get(node, [])]
                 slots = self._choose(pod, gpu_req, node, row, owned, allowed, victims)
                 if slots is None:

@@ -83,6 +83,16 @@ def device_scores(strategy: str, weights: dict[str, int], per_gpu: dict[str, int
     return np.asarray(out[0], dtype=np.int64)
 
 
+def device_scores_rows(
+    strategy: str, weights: dict[str, int], per_gpu: dict[str, int], table: GPUTable, rows: I64
+) -> I64:
+    """:func:`device_scores` of every GPU slot of each of ``rows`` at once: (len(rows), G) int64 0..100."""
+    out = _weighted(strategy, weights, per_gpu, _resource_arrays(table, rows), axis=None)
+    if len(out) == 0:
+        return np.zeros((len(rows), table.width), dtype=np.int64)
+    return np.asarray(out, dtype=np.int64)
+
+
 def normalize(scores: I64) -> I64:
     """kube-scheduler's ``DefaultNormalizeScore(100, false)``: scale so the maximum becomes 100."""
     top = int(scores.max()) if len(scores) else 0
