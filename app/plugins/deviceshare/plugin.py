@@ -143,13 +143,19 @@ class _Extra:
     gpu_choice_matters: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _PodState:
     """PreFilter result: the GPU request (None = no GPU) and the per-node allocator's part (None = the
-    vectorised GPU path alone)."""
+    vectorised GPU path alone). Not frozen: it is built once per pod per cycle, on every pod's PreFilter,
+    and a frozen dataclass's ``__init__`` costs twice as much; nothing writes it after."""
 
     request: GPURequest | None
     extra: _Extra | None = None
+
+
+_NO_SECONDARY: dict[str, int] = {}
+#: The PreFilter result of a pod asking no device (shared: nothing writes it).
+_NO_DEVICE = _PodState(None)
 
 
 def _parse_pod(pod: PodInfo) -> _PodState:
@@ -159,10 +165,19 @@ def _parse_pod(pod: PodInfo) -> _PodState:
         DeviceRequestError: an invalid GPU, RDMA or FPGA request.
         HintError: a malformed ``device-allocate-hint`` or ``device-joint-allocate``.
     """
-    req = gpu_request(pod.requests)
-    secondary = secondary_requests(pod.requests)
+    requests = pod.requests
+    req = gpu_request(requests)
+    secondary = (
+        secondary_requests(requests) if n.RESOURCE_RDMA in requests or n.RESOURCE_FPGA in requests else _NO_SECONDARY
+    )
     if req is None and not secondary:
-        return _PodState(None)
+        return _NO_DEVICE
+    if not secondary and n.ANNOTATION_DEVICE_ALLOCATE_HINT not in pod.annotations:
+        # a plain GPU pod: only a GPU hint sends it through the per-node allocator; a joint-allocate
+        # annotation alone is still validated, as upstream parses it for every device pod
+        if n.ANNOTATION_DEVICE_JOINT_ALLOCATE in pod.annotations:
+            parse_joint_allocate(pod.annotations)
+        return _PodState(req)
     hints = parse_hints(pod.annotations)
     joint = parse_joint_allocate(pod.annotations)
     gpu_hint = hints.get(n.GPU)
