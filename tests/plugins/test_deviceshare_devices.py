@@ -648,3 +648,14 @@ def test_filter_batch_picks_the_gpus_reserve_picks(strategy: str) -> None:
         assert batched is not None and ps.request is not None
         for pos, name in enumerate(names):
             assert batched[pos] == plugin._choose(info, ps.request, name, int(rows[pos])), (gpus, name)
+
+
+def test_gpu_pods_with_malformed_annotations_fail_on_every_node() -> None:
+    cache, plugin = setup([node("n1", 8), upstream_device()])
+    for ann, reason in [
+        ({JOINT: "nope"}, "UnschedulableAndUnresolvable: invalid DeviceJointAllocate annotation, err: "),
+        ({HINT: '{"gpu": []}'}, "UnschedulableAndUnresolvable: invalid DeviceAllocateHint annotation, err: gpu: "),
+    ]:
+        assert refused(cache, plugin, pod("p", {"nvidia.com/gpu": "1"}, annotations=ann), "n1").startswith(reason)
+    # a pod asking no device is not judged: its annotations are not read (upstream skips it at PreFilter)
+    assert refused(cache, plugin, pod("cpu", {}, annotations={HINT: "{"}), "n1") == "Skip: "
