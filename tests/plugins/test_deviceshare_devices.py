@@ -659,3 +659,31 @@ def test_gpu_pods_with_malformed_annotations_fail_on_every_node() -> None:
         assert refused(cache, plugin, pod("p", {"nvidia.com/gpu": "1"}, annotations=ann), "n1").startswith(reason)
     # a pod asking no device is not judged: its annotations are not read (upstream skips it at PreFilter)
     assert refused(cache, plugin, pod("cpu", {}, annotations={HINT: "{"}), "n1") == "Skip: "
+
+
+def test_preemption_dry_run_counts_victims_nics_and_vfs_as_free() -> None:
+    # one NIC with one VF, held by a victim; a preemptor asking the NIC (and a VF) fits only without it
+    held = {"gpu": [gpu_entry(0)], "rdma": [rdma_entry(1, "0000:1f:00.2", amount="100")]}
+    objs = [node("n1", 1), device_obj("n1", [gpu_dev(0, "0", 0), rdma_nic(1, "0", 0, vfs=1)])]
+    objs.append(bound("victim", "n1", held, {"nvidia.com/gpu": "1", RDMA: "100"}))
+    cache, plugin = setup(objs)
+    p = pod(
+        "p",
+        {"nvidia.com/gpu": "1", RDMA: "100"},
+        annotations={HINT: hints(rdma={"vfSelector": {}}), JOINT: SAME_PCIE},
+    )
+    info = parse_pod(p)
+    state = CycleState(time.time())
+    assert plugin.pre_filter(state, info).is_success()
+    rows, _ = cache.table.rows_of(["n1"])
+    assert plugin.filter_nodes(state, info, NodeBatch(rows, ["n1"]))[0].message == "Insufficient gpu devices"
+    victim = parse_pod(objs[-1])
+    assert plugin.filter_nodes(state, info, NodeBatch(rows, ["n1"], [[victim]])) == {}
+    # the GPU alone given back is not enough: the NIC is still full
+    gpu_victim_only = bound("gpu-victim", "n1", {"gpu": [gpu_entry(0)]}, {"nvidia.com/gpu": "1"})
+    cache2, plugin2 = setup([*objs[:2], gpu_victim_only, bound("nic", "n1", {"rdma": held["rdma"]}, {RDMA: "100"})])
+    state = CycleState(time.time())
+    assert plugin2.pre_filter(state, info).is_success()
+    rows, _ = cache2.table.rows_of(["n1"])
+    failed = plugin2.filter_nodes(state, info, NodeBatch(rows, ["n1"], [[parse_pod(gpu_victim_only)]]))
+    assert failed[0].message == "Insufficient rdma devices"
