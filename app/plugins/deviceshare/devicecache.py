@@ -23,8 +23,13 @@ from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 from app.framework.handle import Handle
 from app.plugins.deviceshare import names as n
-from app.plugins.deviceshare.allocation import AllocationError, GPUAllocation, parse_allocations
-from app.plugins.deviceshare.devices import DeviceError, parse_device
+from app.plugins.deviceshare.allocation import (
+    AllocationError,
+    GPUAllocation,
+    parse_allocations,
+    parse_device_allocations,
+)
+from app.plugins.deviceshare.devices import DeviceError, parse_device, parse_device_infos
 from app.plugins.deviceshare.gputable import GPUTable
 from app.plugins.deviceshare.nodedevice import NodeDevice
 from app.plugins.deviceshare.reserved import ReservedGPUs
@@ -82,15 +87,22 @@ class DeviceCache(CacheListener):
             return
         nd = self._node(key)
         if obj is None:
-            nd.gpus, nd.has_device = {}, False
+            nd.gpus, nd.infos, nd.has_device = {}, {}, False
         else:
             try:
                 gpus = parse_device(obj)
             except DeviceError as exc:
                 log.warning("ignoring malformed Device %s: %s", key, exc)
                 gpus = []
+            try:
+                infos = parse_device_infos(obj)
+            except DeviceError as exc:
+                log.warning("ignoring the RDMA/FPGA devices of malformed Device %s: %s", key, exc)
+                infos = {}
             nd.gpus = {g.minor: g for g in gpus}
+            nd.infos = infos
             nd.has_device = True
+        nd.invalidate()
         if nd.is_empty():
             del self.nodes[key]
         self._dirty.add(key)
@@ -212,24 +224,42 @@ class DeviceCache(CacheListener):
                 self.release(uid)
             return
         try:
-            allocs = parse_allocations(raw)
+            by_type = parse_device_allocations(raw)
         except AllocationError as exc:
             log.warning("pod %s: ignoring its device allocation: %s", new.key, exc)
             return
+        allocs = by_type.pop(n.GPU, [])
         if current is not None:
-            held = self.nodes[current].pods.get(uid)
-            if current == new.node_name and held is not None and _same(held[1], allocs):
+            nd = self.nodes[current]
+            held = nd.pods.get(uid)
+            if (
+                current == new.node_name
+                and held is not None
+                and _same(held[1], allocs)
+                and all(
+                    _same(nd.others_of(uid).get(t, []), by_type.get(t, []))
+                    for t in set(by_type) | set(nd.others_of(uid))
+                )
+            ):
                 return
             self.release(uid)
-        if allocs:
-            self.account(uid, new.key, new.node_name, allocs)
+        if allocs or by_type:
+            self.account(uid, new.key, new.node_name, allocs, by_type)
 
     # ------------------------------------------------------------------ accounting
-    def account(self, uid: str, key: str, node: str, allocs: list[GPUAllocation]) -> None:
-        """Account ``allocs`` of pod ``uid`` (``namespace/name`` ``key``) on ``node`` now."""
+    def account(
+        self,
+        uid: str,
+        key: str,
+        node: str,
+        allocs: list[GPUAllocation],
+        others: dict[str, list[GPUAllocation]] | None = None,
+    ) -> None:
+        """Account GPU ``allocs`` and ``others`` (type -> rdma/fpga allocations) of pod ``uid``
+        (``namespace/name`` ``key``) on ``node`` now."""
         if self.pod_node.get(uid) not in (None, node):
             self.release(uid)
-        self._node(node).add(uid, key, allocs)
+        self._node(node).add(uid, key, allocs, others)
         self.pod_node[uid] = node
         self._dirty.add(node)
 
@@ -279,6 +309,6 @@ class DeviceCache(CacheListener):
 
 
 def _same(a: list[GPUAllocation], b: list[GPUAllocation]) -> bool:
-    return sorted((x.minor, sorted(x.resources.items())) for x in a) == sorted(
-        (x.minor, sorted(x.resources.items())) for x in b
+    return sorted((x.minor, sorted(x.resources.items()), x.vfs) for x in a) == sorted(
+        (x.minor, sorted(x.resources.items()), x.vfs) for x in b
     )

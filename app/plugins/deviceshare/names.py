@@ -4,6 +4,10 @@ from __future__ import annotations
 
 #: Device type of GPUs in Device objects and in the device-allocated annotation (``schedulingv1alpha1.GPU``).
 GPU = "gpu"
+#: Device type of RDMA NICs (``schedulingv1alpha1.RDMA``).
+RDMA = "rdma"
+#: Device type of FPGAs (``schedulingv1alpha1.FPGA``).
+FPGA = "fpga"
 
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
 RESOURCE_AMD_GPU = "amd.com/gpu"
@@ -34,9 +38,16 @@ GPU_RESOURCE_NAMES: tuple[str, ...] = (
     RESOURCE_HUAWEI_NPU_DVPP,
 )
 
+#: Resource name of each secondary device type (``DeviceResourceNames`` for rdma and fpga).
+SECONDARY_RESOURCES: dict[str, str] = {RDMA: RESOURCE_RDMA, FPGA: RESOURCE_FPGA}
+
 #: Pod annotation written at PreBind (``AnnotationDeviceAllocated``).
 ANNOTATION_DEVICE_ALLOCATED = "scheduling.koordinator.sh/device-allocated"
 #: Node label holding the GPU model (``LabelGPUModel``), usable in node affinity.
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 #: Node label holding the GPU vendor (``LabelGPUVendor``).
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
+#: Pod annotation guiding device selection per type (``AnnotationDeviceAllocateHint``).
+ANNOTATION_DEVICE_ALLOCATE_HINT = "scheduling.koordinator.sh/device-allocate-hint"
+#: Pod annotation asking devices of several types to be allocated together (``AnnotationDeviceJointAllocate``).
+ANNOTATION_DEVICE_JOINT_ALLOCATE = "scheduling.koordinator.sh/device-joint-allocate"

@@ -26,6 +26,13 @@
   accounted while it is active. An owner pod of a reservation (``ReservationNominator``) sees the
   reservation's remaining GPUs as free on its node, is given GPUs from it first, and the reservation's
   share shrinks by what the owner took.
+- RDMA / FPGA / joint allocation / GPU hints (:mod:`.allocator`): a pod asking ``koordinator.sh/rdma`` or
+  ``koordinator.sh/fpga``, or whose ``device-allocate-hint`` narrows its GPUs (``selector``,
+  ``requiredTopologyScope``, ``exclusivePolicy: PCIeLevel``), is also allocated per node in Python, after
+  the vectorised GPU test, on the nodes with a Device; its GPUs are still chosen as above. Malformed
+  hint or joint-allocate annotations fail every node UnschedulableAndUnresolvable with upstream's
+  ``invalid DeviceAllocateHint annotation, err: ...``. Node scores add the scoring strategy over each
+  requested RDMA/FPGA type's node totals (not under FragmentationAware). The annotation carries every type.
 - REST: ``nodeDeviceSummaries`` and ``nodeDeviceSummaries/{nodeName}`` (upstream ``service.go``).
 """
 
@@ -63,7 +70,17 @@ from app.framework.interfaces import (
 )
 from app.framework.status import SKIP, SUCCESS, Status
 from app.plugins.deviceshare import names as n
-from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations
+from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations, format_device_allocations
+from app.plugins.deviceshare.allocator import (
+    Refused,
+    Scorer,
+    TypeState,
+    allocate_node,
+    candidate_minors,
+    check_vfs,
+    gpu_by_topology,
+    instance_request,
+)
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
 from app.plugins.deviceshare.devicecache import DeviceCache
 from app.plugins.deviceshare.fragmentation import (
@@ -76,9 +93,24 @@ from app.plugins.deviceshare.fragmentation import (
     slot_growth,
 )
 from app.plugins.deviceshare.gputable import GPUTable
-from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request
+from app.plugins.deviceshare.hints import (
+    EXCLUSIVE_PCIE_LEVEL,
+    DeviceHint,
+    HintError,
+    JointAllocate,
+    parse_hints,
+    parse_joint_allocate,
+)
+from app.plugins.deviceshare.nodedevice import NodeDevice
+from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request, secondary_requests
 from app.plugins.deviceshare.reserved import ReservedGPUs
-from app.plugins.deviceshare.scoring import device_scores, node_scores, normalize
+from app.plugins.deviceshare.scoring import (
+    device_scores,
+    device_scores_rows,
+    node_scores,
+    normalize,
+    score_resources,
+)
 from app.plugins.deviceshare.summary import node_summary
 from app.plugins.deviceshare.workload import WorkloadLearner, pod_shape
 
@@ -99,10 +131,65 @@ _MAX_WRITE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True, slots=True)
+class _Extra:
+    """What sends a pod through the per-node allocator: its RDMA/FPGA requests (type -> value), hints
+    and joint-allocate request."""
+
+    secondary: dict[str, int]
+    hints: dict[str, DeviceHint]
+    joint: JointAllocate | None
+    #: the GPUs chosen matter beyond their count (a narrowing GPU hint, or GPUs in a joint allocation):
+    #: Filter must choose them; otherwise the vectorised count test stands for them.
+    gpu_choice_matters: bool = False
+
+
+@dataclass(slots=True)
 class _PodState:
-    """PreFilter result: the GPU request (None = skip the pod)."""
+    """PreFilter result: the GPU request (None = no GPU) and the per-node allocator's part (None = the
+    vectorised GPU path alone). Not frozen: it is built once per pod per cycle, on every pod's PreFilter,
+    and a frozen dataclass's ``__init__`` costs twice as much; nothing writes it after."""
 
     request: GPURequest | None
+    extra: _Extra | None = None
+
+
+_NO_SECONDARY: dict[str, int] = {}
+#: The PreFilter result of a pod asking no device (shared: nothing writes it).
+_NO_DEVICE = _PodState(None)
+
+
+def _parse_pod(pod: PodInfo) -> _PodState:
+    """The pod's device requests and hints.
+
+    Raises:
+        DeviceRequestError: an invalid GPU, RDMA or FPGA request.
+        HintError: a malformed ``device-allocate-hint`` or ``device-joint-allocate``.
+    """
+    requests = pod.requests
+    req = gpu_request(requests)
+    secondary = (
+        secondary_requests(requests) if n.RESOURCE_RDMA in requests or n.RESOURCE_FPGA in requests else _NO_SECONDARY
+    )
+    if req is None and not secondary:
+        return _NO_DEVICE
+    if not secondary and n.ANNOTATION_DEVICE_ALLOCATE_HINT not in pod.annotations:
+        # a plain GPU pod: only a GPU hint sends it through the per-node allocator; a joint-allocate
+        # annotation alone is still validated, as upstream parses it for every device pod
+        if n.ANNOTATION_DEVICE_JOINT_ALLOCATE in pod.annotations:
+            parse_joint_allocate(pod.annotations)
+        return _PodState(req)
+    hints = parse_hints(pod.annotations)
+    joint = parse_joint_allocate(pod.annotations)
+    gpu_hint = hints.get(n.GPU)
+    narrows_gpu = gpu_hint is not None and bool(
+        gpu_hint.selector is not None
+        or gpu_hint.required_topology_scope
+        or gpu_hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL
+    )
+    if not secondary and not narrows_gpu:
+        return _PodState(req)
+    matters = narrows_gpu or (joint is not None and n.GPU in joint.device_types)
+    return _PodState(req, _Extra(secondary, hints, joint, req is not None and matters))
 
 
 class DeviceShare(
@@ -158,27 +245,29 @@ class DeviceShare(
         return self.args.workload if self.args.workload is not None else self.learner.workload()
 
     # ------------------------------------------------------------------ prefilter / filter
-    def _request(self, state: CycleState, pod: PodInfo) -> GPURequest | None:
-        cached = state.get(_STATE)
+    def _pod_state(self, state: CycleState, pod: PodInfo) -> _PodState:
+        cached: _PodState | None = state.get(_STATE)
         if cached is None:
             try:
-                cached = _PodState(gpu_request(pod.requests))
-            except DeviceRequestError:
+                cached = _parse_pod(pod)
+            except (DeviceRequestError, HintError):
                 cached = _PodState(None)
             state.write(_STATE, cached)
-        req: GPURequest | None = cached.request
-        return req
+        return cached
+
+    def _request(self, state: CycleState, pod: PodInfo) -> GPURequest | None:
+        return self._pod_state(state, pod).request
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        """Parse the GPU request; invalid => UnschedulableAndUnresolvable with upstream's message;
-        no GPU request => Skip."""
+        """Parse the device requests and hints; invalid => UnschedulableAndUnresolvable with upstream's
+        message; no GPU, RDMA or FPGA request => Skip."""
         try:
-            req = gpu_request(pod.requests)
-        except DeviceRequestError as exc:
+            parsed = _parse_pod(pod)
+        except (DeviceRequestError, HintError) as exc:
             state.write(_STATE, _PodState(None))
             return Status.unresolvable(str(exc))
-        state.write(_STATE, _PodState(req))
-        return SUCCESS if req is not None else SKIP
+        state.write(_STATE, parsed)
+        return SUCCESS if parsed.request is not None or parsed.extra is not None else SKIP
 
     def _fits(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
         """(len(rows), G) GPUs whose free covers the per-GPU request (victims' GPUs given back)."""
@@ -261,10 +350,88 @@ class DeviceShare(
         return removed
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
-        """Failing positions: ``Insufficient gpu devices`` (see the module docstring)."""
-        req = self._request(state, pod)
-        if req is None or len(nodes) == 0:
+        """Failing positions: ``Insufficient gpu devices`` (see the module docstring), then for pods with
+        RDMA/FPGA requests or GPU hints the per-node allocator's reasons."""
+        ps = self._pod_state(state, pod)
+        req = ps.request
+        if (req is None and ps.extra is None) or len(nodes) == 0:
             return {}
+        failures: FilterFailures = {}
+        if req is not None:
+            failures = self._filter_gpus(state, pod, req, nodes)
+        if ps.extra is not None:
+            self._filter_extra(state, pod, ps, nodes, failures)
+        return failures
+
+    def _filter_extra(
+        self, state: CycleState, pod: PodInfo, ps: _PodState, nodes: NodeBatch, failures: FilterFailures
+    ) -> None:
+        """Run the per-node allocator on the nodes with a Device that passed so far (dry run)."""
+        table = self.devices.flush()
+        removed = self._removed_with_reservations(state, pod, nodes) if ps.request is not None else nodes.removed
+        batched = self._batched_gpu_slots(state, pod, ps, nodes, removed)
+        for pos in np.flatnonzero(table.has_device[nodes.rows]).tolist():
+            victims = [v.uid for v in removed[pos]] if removed is not None else []
+            if failures.get(pos) is _INSUFFICIENT_GPU:
+                # upstream's Prepare judges every type before any GPU is chosen: a node lacking the RDMA
+                # type (or its VFs) is unresolvable, not merely short of GPUs
+                try:
+                    self._prepare(self.devices.nodes[nodes.names[pos]], ps, victims)
+                except Refused as refused:
+                    failures[pos] = refused.status
+                continue
+            if pos in failures:
+                continue
+            slots = batched.get(pos) if batched is not None else None
+            try:
+                self._allocate(
+                    state, pod, ps, nodes.names[pos], int(nodes.rows[pos]), victims, dry_run=True, gpu_slots=slots
+                )
+            except Refused as refused:
+                failures[pos] = refused.status
+
+    def _batched_gpu_slots(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        ps: _PodState,
+        nodes: NodeBatch,
+        removed: list[list[PodInfo]] | None,
+    ) -> dict[int, list[int] | None] | None:
+        """For a Filter that must know which GPUs a joint allocation starts from: what :meth:`_choose` would
+        pick on each node, computed for the whole batch at once (fits and per-GPU scores as arrays).
+        None when a node-by-node choice is needed: a narrowing GPU hint, or FragmentationAware placing a
+        share. Nodes holding reservations the pod owns are left out (chosen node by node)."""
+        req, extra = ps.request, ps.extra
+        if req is None or extra is None or not extra.gpu_choice_matters:
+            return None
+        hint = extra.hints.get(n.GPU)
+        if hint is not None and (
+            hint.selector is not None or hint.required_topology_scope or hint.exclusive_policy == EXCLUSIVE_PCIE_LEVEL
+        ):
+            return None
+        if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
+            return None
+        rows = nodes.rows
+        fits = self._fits(req, rows, removed)
+        table = self.devices.table
+        strategy = MOST_ALLOCATED if self.args.strategy == FRAGMENTATION_AWARE else self.args.strategy
+        scores = device_scores_rows(strategy, self.args.weights, req.per_gpu, table, rows)
+        minors = table.minor.take(rows, axis=0)
+        owned = self._owned(state, pod)
+        out: dict[int, list[int] | None] = {}
+        for pos, name in enumerate(nodes.names):
+            if name in owned:
+                continue
+            ok = np.flatnonzero(fits[pos])
+            if len(ok) < req.count:
+                out[pos] = None
+                continue
+            order = np.lexsort((minors[pos][ok], -scores[pos][ok]))
+            out[pos] = ok[order[: req.count]].tolist()
+        return out
+
+    def _filter_gpus(self, state: CycleState, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> FilterFailures:
         rows = nodes.rows
         fits = self._fits(req, rows, self._removed_with_reservations(state, pod, nodes))
         table = self.devices.table
@@ -299,15 +466,26 @@ class DeviceShare(
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
         """Skip pods without a valid GPU request, except that FragmentationAware scores pods asking
         no GPU by the fragmentation their cpu/memory causes (FGD scores every pod)."""
-        if self._request(state, pod) is not None:
+        ps = self._pod_state(state, pod)
+        if ps.request is not None:
             return SUCCESS
         if self.args.strategy == FRAGMENTATION_AWARE and _asks_no_gpu(pod):
+            return SUCCESS
+        if ps.extra is not None and ps.extra.secondary and self.args.strategy != FRAGMENTATION_AWARE:
             return SUCCESS
         return SKIP
 
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         """0..100 per node (see :meth:`pre_score` for the pods scored)."""
-        req = self._request(state, pod)
+        ps = self._pod_state(state, pod)
+        req = ps.request
+        if ps.extra is not None and ps.extra.secondary and self.args.strategy != FRAGMENTATION_AWARE:
+            extra = self._secondary_scores(ps.extra, nodes)
+            if req is None:
+                return extra
+            table = self.devices.flush()
+            gpu = node_scores(self.args.strategy, self.args.weights, req.per_gpu, table, nodes.rows)
+            return gpu + extra
         if req is None:
             # FGD: the cpu/memory a pod without GPUs takes decides which workload shapes still fit
             # beside the node's idle GPUs
@@ -321,6 +499,34 @@ class DeviceShare(
             return node_scores(self.args.strategy, self.args.weights, req.per_gpu, table, nodes.rows)
         delta = self._fragmentation_delta(pod, req, nodes)
         return self._map_delta(delta)
+
+    def _secondary_scores(self, extra: _Extra, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        """(N,) sum over the requested RDMA/FPGA types of ``scoreNode`` over the node's devices of that type
+        (those the hint's selector keeps); 0 for nodes without such devices (``AutopilotAllocator.score``)."""
+        out = np.zeros(len(nodes), dtype=np.int64)
+        for pos, name in enumerate(nodes.names):
+            nd = self.devices.nodes.get(name)
+            if nd is None or not nd.has_device:
+                continue
+            for kind, value in extra.secondary.items():
+                if not nd.infos.get(kind):
+                    continue
+                hint = extra.hints.get(kind)
+                type_state = nd.type_state(kind)
+                try:
+                    request, _ = instance_request(kind, value, hint, type_state)
+                except Refused:
+                    continue
+                minors = candidate_minors(type_state, hint)
+                total: dict[str, int] = {}
+                free: dict[str, int] = {}
+                for m in minors:
+                    for k, v in type_state.total(m).items():
+                        total[k] = total.get(k, 0) + v
+                    for k, v in type_state.free.get(m, {}).items():
+                        free[k] = free.get(k, 0) + v
+                out[pos] += score_resources(self.args.strategy, self.args.weights, request, total, free)
+        return out
 
     def normalize_scores(
         self, state: CycleState, pod: PodInfo, nodes: NodeBatch, scores: npt.NDArray[np.int64]
@@ -432,14 +638,20 @@ class DeviceShare(
         node: str,
         row: int,
         reserved: list[ReservedGPUs] | None = None,
+        allowed: set[int] | None = None,
+        victims: list[str] | None = None,
     ) -> list[int] | None:
         """Slots (indices into the row) to allocate, or None when the pod does not fit. With ``reserved``
         (reservations the pod owns on the node) their GPUs count as free, and they are taken first when
-        enough of them fit."""
+        enough of them fit. ``allowed``: only these minors (a GPU hint's selector); ``victims``: uids of
+        pods whose GPUs count as free (preemption dry runs)."""
         rows = np.array([row], dtype=np.int64)
-        removed = [[replace(pod, uid=r.uid) for r in reserved]] if reserved else None
+        uids = [r.uid for r in reserved or []] + list(victims or [])
+        removed = [[replace(pod, uid=u) for u in uids]] if uids else None
         fits = self._fits(req, rows, removed)[0]
         table = self.devices.table
+        if allowed is not None:
+            fits = fits & np.isin(table.minor[row], list(allowed))
         if int(fits.sum()) < req.count:
             return None
         if reserved:
@@ -475,27 +687,123 @@ class DeviceShare(
         order = sorted(np.flatnonzero(fits).tolist(), key=lambda s: (-int(scores[s]), int(minors[s])))
         return order[: req.count]
 
-    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Choose the GPUs and account them now (``Insufficient gpu devices`` when they are gone)."""
-        req = self._request(state, pod)
-        if req is None:
-            return SUCCESS
-        self.devices.flush()
-        row = self.handle.snapshot.row(node)
-        nd = self.devices.nodes.get(node)
-        if row is None or nd is None or not nd.has_device:
-            return SUCCESS  # no Device: left to kubelet, as upstream
-        owned = [r for _, r in self._owned(state, pod).get(node, [])]
-        slots = self._choose(pod, req, node, row, owned)
-        if slots is None:
-            return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+    def _gpu_allocations(self, nd: NodeDevice, req: GPURequest, row: int, slots: list[int]) -> list[GPUAllocation]:
         table = self.devices.table
         allocs = []
         for s in sorted(slots, key=lambda s: int(table.minor[row, s])):
             minor = int(table.minor[row, s])
             gpu = nd.gpus[minor]
             allocs.append(GPUAllocation(minor, _fill_memory(req.per_gpu, gpu.memory), gpu.uuid))
-        self.devices.account(pod.uid, pod.key, node, allocs)
+        return allocs
+
+    def _scorer(self) -> Scorer:
+        strategy = MOST_ALLOCATED if self.args.strategy == FRAGMENTATION_AWARE else self.args.strategy
+        weights = self.args.weights
+        return lambda request, total, free: score_resources(strategy, weights, request, total, free)
+
+    def _allocate(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        ps: _PodState,
+        node: str,
+        row: int,
+        victims: list[str],
+        dry_run: bool = False,
+        gpu_slots: list[int] | None = None,
+    ) -> dict[str, list[GPUAllocation]]:
+        """The per-node allocator (:mod:`.allocator`) for a pod with an ``extra`` part: type -> allocations.
+        A ``dry_run`` (Filter) skips choosing GPUs whose choice changes nothing else (the vectorised
+        test counted them already); ``gpu_slots`` are the GPU slots :meth:`_batched_gpu_slots` chose.
+
+        Raises:
+            Refused: the node cannot take the pod.
+        """
+        extra = ps.extra
+        assert extra is not None
+        nd = self.devices.nodes[node]
+        states, secondary = self._prepare(nd, ps, victims)
+        hints = extra.hints
+        scorer = self._scorer()
+        req = ps.request
+        chooser = None
+        if req is not None:
+            gpu_req, gpu_state = req, states[n.GPU]
+
+            def chooser() -> list[GPUAllocation]:
+                if dry_run and not extra.gpu_choice_matters:
+                    return []
+                hint = hints.get(n.GPU)
+                allowed = candidate_minors(gpu_state, hint) if hint is not None else None
+                if hint is not None and hint.required_topology_scope:
+                    minors = gpu_by_topology(
+                        gpu_state,
+                        gpu_req.per_gpu,
+                        gpu_req.count,
+                        gpu_req.shared,
+                        hint.required_topology_scope,
+                        allowed if allowed is not None else set(gpu_state.infos),
+                        scorer,
+                    )
+                    slot_of = {int(m): s for s, m in enumerate(self.devices.table.minor[row].tolist()) if m >= 0}
+                    return self._gpu_allocations(nd, gpu_req, row, [slot_of[m] for m in minors])
+                if gpu_slots is not None:
+                    return self._gpu_allocations(nd, gpu_req, row, gpu_slots)
+                owned = [r for _, r in self._owned(state, pod).get(node, [])]
+                slots = self._choose(pod, gpu_req, node, row, owned, allowed, victims)
+                if slots is None:
+                    raise Refused(_INSUFFICIENT_GPU)
+                return self._gpu_allocations(nd, gpu_req, row, slots)
+
+        return allocate_node(secondary, chooser, states, hints, extra.joint, scorer)
+
+    def _prepare(
+        self, nd: NodeDevice, ps: _PodState, victims: list[str]
+    ) -> tuple[dict[str, TypeState], dict[str, tuple[dict[str, int], int]]]:
+        """``AutopilotAllocator.Prepare``: the node's devices by type and, per RDMA/FPGA type, the per-device
+        request and count.
+
+        Raises:
+            Refused: UnschedulableAndUnresolvable when the node lacks the type or its VFs.
+        """
+        extra = ps.extra
+        assert extra is not None
+        states = {kind: nd.type_state(kind, victims) for kind in extra.secondary}
+        secondary = {
+            kind: instance_request(kind, value, extra.hints.get(kind), states[kind])
+            for kind, value in sorted(extra.secondary.items())
+        }
+        if ps.request is not None:
+            states[n.GPU] = nd.type_state(n.GPU, victims)  # for hints, PCIe roots and topology scopes
+        check_vfs(([n.GPU] if ps.request is not None else []) + sorted(secondary), extra.hints, states)
+        return states, secondary
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Choose the devices and account them now (``Insufficient gpu devices`` when they are gone)."""
+        ps = self._pod_state(state, pod)
+        req = ps.request
+        if req is None and ps.extra is None:
+            return SUCCESS
+        self.devices.flush()
+        row = self.handle.snapshot.row(node)
+        nd = self.devices.nodes.get(node)
+        if row is None or nd is None or not nd.has_device:
+            return SUCCESS  # no Device: left to kubelet, as upstream
+        others: dict[str, list[GPUAllocation]] = {}
+        if ps.extra is not None:
+            try:
+                others = self._allocate(state, pod, ps, node, row, [])
+            except Refused as refused:
+                return refused.status
+            allocs = others.pop(n.GPU, [])
+        else:
+            assert req is not None
+            owned = [r for _, r in self._owned(state, pod).get(node, [])]
+            slots = self._choose(pod, req, node, row, owned)
+            if slots is None:
+                return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+            allocs = self._gpu_allocations(nd, req, row, slots)
+        self.devices.account(pod.uid, pod.key, node, allocs, others)
         source = max(
             self._owned(state, pod).get(node, []),
             key=lambda item: len(item[1].minors() & {a.minor for a in allocs}),
@@ -503,7 +811,7 @@ class DeviceShare(
         )
         if source is not None and source[1].minors() & {a.minor for a in allocs}:
             self.devices.link_owner(pod.uid, source[0], allocs)
-        state.write(_ALLOC, (node, allocs))
+        state.write(_ALLOC, (node, allocs, others))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -521,7 +829,7 @@ class DeviceShare(
         entry = state.get(_ALLOC)
         if entry is None:
             return SUCCESS
-        value = format_allocations(entry[1])
+        value = _annotation(entry[1], entry[2])
         if pod.annotations.get(n.ANNOTATION_DEVICE_ALLOCATED) == value:
             return SUCCESS
         self._pending[pod.uid] = (pod.namespace, pod.name, value, 0)
@@ -539,7 +847,7 @@ class DeviceShare(
         entry = state.get(_ALLOC)
         if entry is None:
             return SUCCESS
-        patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: format_allocations(entry[1])}}}
+        patch = {"metadata": {"annotations": {n.ANNOTATION_DEVICE_ALLOCATED: _annotation(entry[1], entry[2])}}}
         try:
             await self.handle.client.patch("Reservation", reservation, patch)
         except ApiError as exc:
@@ -625,6 +933,13 @@ class DeviceShare(
 
 #: The workload used before any pod was seen (every GPU milli counts as fragment only with weights).
 _NO_WORKLOAD = Workload([], np.zeros(0))
+
+
+def _annotation(gpus: list[GPUAllocation], others: dict[str, list[GPUAllocation]]) -> str:
+    """The device-allocated value: GPU-only pods keep the one-type form; others add their types."""
+    if not others:
+        return format_allocations(gpus)
+    return format_device_allocations({n.GPU: gpus, **others})
 
 
 def _asks_no_gpu(pod: PodInfo) -> bool:

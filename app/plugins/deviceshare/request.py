@@ -205,3 +205,22 @@ def gpu_request(requests: dict[str, int]) -> GPURequest | None:
     converted = _convert(req)
     per, count, shared = _split(converted)
     return GPURequest(count=count, per_gpu=per, shared=shared, converted=converted)
+
+
+def secondary_requests(requests: dict[str, int]) -> dict[str, int]:
+    """The pod's RDMA and FPGA requests: device type -> requested value (``koordinator.sh/rdma`` /
+    ``koordinator.sh/fpga``, percent of one device, or a count under ``RequestsAsCount``); empty when none.
+
+    Raises:
+        DeviceRequestError: ``invalid resource unit koordinator.sh/rdma: 150`` (a value above 100 must be
+            whole devices, ``ValidatePercentageResource``).
+    """
+    out: dict[str, int] = {}
+    for kind, name in n.SECONDARY_RESOURCES.items():
+        value = requests.get(name, 0)
+        if value <= 0:
+            continue
+        if not _percentage_ok(value):
+            raise DeviceRequestError(f"invalid resource unit {name}: {value}")
+        out[kind] = value
+    return out

@@ -83,6 +83,16 @@ def device_scores(strategy: str, weights: dict[str, int], per_gpu: dict[str, int
     return np.asarray(out[0], dtype=np.int64)
 
 
+def device_scores_rows(
+    strategy: str, weights: dict[str, int], per_gpu: dict[str, int], table: GPUTable, rows: I64
+) -> I64:
+    """:func:`device_scores` of every GPU slot of each of ``rows`` at once: (len(rows), G) int64 0..100."""
+    out = _weighted(strategy, weights, per_gpu, _resource_arrays(table, rows), axis=None)
+    if len(out) == 0:
+        return np.zeros((len(rows), table.width), dtype=np.int64)
+    return np.asarray(out, dtype=np.int64)
+
+
 def normalize(scores: I64) -> I64:
     """kube-scheduler's ``DefaultNormalizeScore(100, false)``: scale so the maximum becomes 100."""
     top = int(scores.max()) if len(scores) else 0
@@ -90,3 +100,29 @@ def normalize(scores: I64) -> I64:
         return scores
     out: I64 = scores * MAX_NODE_SCORE // top
     return out
+
+
+def _scalar(strategy: str, requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    if strategy == MOST_ALLOCATED:
+        return min(requested, capacity) * MAX_NODE_SCORE // capacity
+    return 0 if requested > capacity else (capacity - requested) * MAX_NODE_SCORE // capacity
+
+
+def score_resources(
+    strategy: str, weights: dict[str, int], request: dict[str, int], total: dict[str, int], free: dict[str, int]
+) -> int:
+    """Scalar ``scoreDevice`` (one device) or ``scoreNode`` (``total``/``free`` summed over a type's devices):
+    the weighted average over weighted resources with a non-zero total, as :func:`node_scores` computes it
+    on the GPU table; used for RDMA/FPGA devices and GPU topology scopes (0..100)."""
+    acc = wsum = 0
+    for name, weight in weights.items():
+        have = total.get(name, 0)
+        if have == 0:
+            continue
+        left = free.get(name, 0)
+        requested = have - left + request.get(name, 0) if have >= left else have
+        acc += _scalar(strategy, requested, have) * weight
+        wsum += weight
+    return acc // wsum if wsum else 0
