@@ -551,17 +551,18 @@ def test_bound_pods_hold_their_nics_and_vfs_until_they_go() -> None:
 def test_rdma_and_joint_allocation_over_http(tmp_path: Path) -> None:
     n1 = node("n1", 8)
     n1["status"]["allocatable"][RDMA] = "400"  # as koord-manager advertises the healthy NICs
-    objs = [n1, upstream_device("n1"), node("plain", 2), device_obj("plain", [gpu_dev(0, "0", 0)])]
+    joint = pod(
+        "joint",
+        {"nvidia.com/gpu": "2", RDMA: "1"},
+        annotations={HINT: hints(rdma=vf_hint("fakeG")), JOINT: SAME_PCIE},
+    )
+    # the pending pod is in the cluster file: /bind binds only pods the source reported
+    objs = [n1, upstream_device("n1"), node("plain", 2), device_obj("plain", [gpu_dev(0, "0", 0)]), joint]
     (tmp_path / "c.yaml").write_text(yaml.safe_dump_all(objs))
     # DeviceShare alone: NodeResourcesFit would refuse "plain" first (no koordinator.sh/rdma allocatable)
     config = SchedulerConfig((PluginSpec("DeviceShare", 1, {}),))
     with LiveServer(FileSource(tmp_path, poll_interval=0), config) as srv:
         c = srv.client
-        joint = pod(
-            "joint",
-            {"nvidia.com/gpu": "2", RDMA: "1"},
-            annotations={HINT: hints(rdma=vf_hint("fakeG")), JOINT: SAME_PCIE},
-        )
         r = c.post("/filter", json={"Pod": joint, "NodeNames": ["n1", "plain"]})
         assert r.status_code == 200
         body = r.json()
