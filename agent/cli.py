@@ -75,6 +75,13 @@ def agent(
     ] = None,
     kubelet_insecure: Annotated[bool, typer.Option(help="Do not verify the kubelet's certificate.")] = False,
     proc_root: Annotated[Path, typer.Option(help="proc mount (/host/proc in a container).")] = Path("/proc"),
+    sys_root: Annotated[
+        Path, typer.Option(help="sysfs mount the CPU topology is read from (/host-sys in a container).")
+    ] = Path("/sys"),
+    kubelet_config: Annotated[
+        Path | None,
+        typer.Option(help="The kubelet's config file: CPU manager policy, reserved CPUs, topology manager policy."),
+    ] = None,
     feature_gates: Annotated[
         str, typer.Option(help="e.g. BEMemoryEvict=true,BECPUEvict=true (defaults as koordlet).")
     ] = "",
@@ -97,8 +104,10 @@ def agent(
     from agent.cgroups import CgroupLayout, CgroupPathError
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
+    from agent.kubeletconfig import KubeletConfig, KubeletConfigError, read_kubelet_config
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
+    from agent.topologyreport import APITopologyWriter, FileTopologyWriter, TopologyWriter
     from app.api.metricsserver import serve
 
     configure_logging(log_level, log_format, verbosity)
@@ -117,6 +126,13 @@ def agent(
         fail(str(exc))
         return
     warn_missing_kubepods(layout)
+    kubelet: KubeletConfig | None = None
+    if kubelet_config is not None:
+        try:
+            kubelet = read_kubelet_config(kubelet_config)
+        except KubeletConfigError as exc:
+            fail(f"--kubelet-config {exc}")
+    topology_writer: TopologyWriter | None
     states: StatesProvider
     writer: MetricWriter | None
     evictor: Evictor
@@ -125,6 +141,7 @@ def agent(
             fail(f"--cluster {cluster}: no such file or directory")
         states = FileStates(node_name, cluster)
         writer = FileMetricWriter(nodemetric_dir) if nodemetric_dir else None
+        topology_writer = FileTopologyWriter(nodemetric_dir) if nodemetric_dir else None
         default_events = (nodemetric_dir / "agent-events.jsonl") if nodemetric_dir else None
         evictor = RecordingEvictor(node_name, events_file or default_events, dry_run)
     else:
@@ -137,6 +154,7 @@ def agent(
             return
         states = APIServerStates(node_name, client, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
         writer = APIMetricWriter(client)
+        topology_writer = APITopologyWriter(client)
         evictor = APIEvictor(node_name, client, dry_run)
     config = AgentConfig(
         node_name=node_name,
@@ -146,8 +164,9 @@ def agent(
         dry_run=dry_run,
         features=features,
         proc=proc_root,
+        sys_root=sys_root,
     )
-    the_agent = Agent(config, layout, states, writer, evictor)
+    the_agent = Agent(config, layout, states, writer, evictor, topology_writer=topology_writer, kubelet_config=kubelet)
     if port:
         try:
             serve(host, port, the_agent.metrics.registry, the_agent.healthy)

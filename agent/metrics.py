@@ -58,6 +58,12 @@ class AgentMetrics:
             registry=r,
         )
         self.reports = Counter("koordlet_nodemetric_reports", "NodeMetric reports by result.", ["result"], registry=r)
+        self.topology_reports = Counter(
+            "koordlet_node_topology_reports",
+            "NodeResourceTopology reports by result (written, unchanged, failed).",
+            ["result"],
+            registry=r,
+        )
         self._write_counters: dict[tuple[str, str], Any] = {}
 
     def cgroup_write(self, resource: str, result: str) -> None:
