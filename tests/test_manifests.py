@@ -308,7 +308,8 @@ def test_node_resource_topology_crd_is_the_one_koordinator_ships(crds: dict[str,
     spec = crd["spec"]
     assert crd["metadata"]["name"] == f"{info.plural}.{info.group}" == "noderesourcetopologies.topology.node.k8s.io"
     assert (spec["group"], spec["scope"], spec["names"]["plural"]) == (info.group, "Cluster", info.plural)
-    assert (spec["names"]["singular"], spec["names"]["listKind"]) == ("noderesourcetopology", "NodeResourceTopologyList")
+    names = spec["names"]
+    assert (names["singular"], names["listKind"]) == ("noderesourcetopology", "NodeResourceTopologyList")
     # v1alpha1 (what the agent writes and the scheduler reads) is served; v1alpha2 stores, as upstream
     versions = {v["name"]: v for v in spec["versions"]}
     assert list(versions) == [info.version, "v1alpha2"]
