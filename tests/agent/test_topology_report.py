@@ -280,3 +280,51 @@ def test_the_agent_reports_on_state_changes_and_resyncs(tmp_path: Path) -> None:
     writer.path("n1").unlink()
     assert agent.report_topology(1002.0 + 601) and len(writer.calls) == 3
     assert agent.metrics.topology_reports.labels(result="written")._value.get() == 3
+
+
+# -- koord agent, embedded ------------------------------------------------------------------------------------
+
+
+def test_cli_refuses_a_bad_kubelet_config(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from app.cli.main import cli
+
+    bad = tmp_path / "kubelet.yaml"
+    bad.write_text("cpuManagerPolicy: dynamic\n")
+    res = CliRunner().invoke(
+        cli, ["agent", "--node-name", "n1", "--cluster", str(tmp_path), "--kubelet-config", str(bad), "--port", "0"]
+    )
+    assert res.exit_code == 2
+    assert "--kubelet-config" in res.output and "cpuManagerPolicy: expected none or static" in res.output
+
+
+def test_embedded_agent_writes_the_file_the_scheduler_reads(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sys_root = two_sockets_two_numa_ht(tmp_path / "sys")
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    (cluster / "node.yaml").write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Node", **NODE}))
+    (tmp_path / "cg" / "cpu").mkdir(parents=True)
+    kubelet = tmp_path / "kubelet.yaml"
+    kubelet.write_text("kind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: 0-1\n")
+    args = [sys.executable, "-m", "agent", "--node-name", "n1", "--cluster", str(cluster), "--nodemetric-dir",
+            str(cluster), "--sys-root", str(sys_root), "--kubelet-config", str(kubelet), "--cgroup-root",
+            str(tmp_path / "cg"), "--proc-root", str(tmp_path), "--port", "0", "--interval", "0.2"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    path = cluster / "noderesourcetopology-n1.yaml"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not path.exists() and proc.poll() is None:
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=20)[0]
+    assert path.exists(), out
+    topo = parse_node_resource_topology(yaml.safe_load(path.read_text()))
+    assert (topo.sockets, topo.cores, topo.threads_per_core, sorted(topo.numa_nodes)) == (2, 16, 2, [0, 1])
+    assert topo.kubelet_policy.policy == "static" and topo.kubelet_reserved == {0, 1}
