@@ -82,6 +82,9 @@ def agent(
         Path | None,
         typer.Option(help="The kubelet's config file: CPU manager policy, reserved CPUs, topology manager policy."),
     ] = None,
+    kubelet_root_dir: Annotated[
+        Path, typer.Option(help="The kubelet's root dir (its static CPU manager's cpu_manager_state is read there).")
+    ] = Path("/var/lib/kubelet"),
     feature_gates: Annotated[
         str, typer.Option(help="e.g. BEMemoryEvict=true,BECPUEvict=true (defaults as koordlet).")
     ] = "",
@@ -165,6 +168,7 @@ def agent(
         features=features,
         proc=proc_root,
         sys_root=sys_root,
+        kubelet_root=kubelet_root_dir,
     )
     the_agent = Agent(config, layout, states, writer, evictor, topology_writer=topology_writer, kubelet_config=kubelet)
     if port:

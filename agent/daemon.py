@@ -21,6 +21,7 @@ from agent.collectors.cputopology import MachineTopology, TopologyReadError, rea
 from agent.collectors.hostapps import HostApp, HostAppCollector, host_apps_of
 from agent.collectors.node import NodeCollector, ProcessorInfo, processors
 from agent.collectors.pods import CgroupUsageReader, PodCollector, collect_be
+from agent.cpumanagerstate import CPUManagerStateError, pod_cpu_allocs, read_cpu_manager_entries
 from agent.evictor import Evictor
 from agent.executor import CgroupExecutor
 from agent.kubeletconfig import KubeletConfig
@@ -86,7 +87,8 @@ class AgentConfig:
         reconcile_interval: isolation writes are planned again only when pods, their resources or the NodeSLO
             change; every ``reconcile_interval`` the files are read again and drift is repaired.
         proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``; sys_root: the sysfs mount the cpu
-            topology is read from (``/sys``; ``/host-sys`` in a container).
+            topology is read from (``/sys``; ``/host-sys`` in a container); kubelet_root: the kubelet's
+            root dir, where its static CPU manager keeps ``cpu_manager_state``.
     """
 
     node_name: str
@@ -99,6 +101,7 @@ class AgentConfig:
     proc: Path = Path("/proc")
     sys_cpu: Path = Path("/sys/devices/system/cpu")
     sys_root: Path = Path("/sys")
+    kubelet_root: Path = Path("/var/lib/kubelet")
 
 
 def node_capacity(
@@ -441,7 +444,17 @@ class Agent:
                 self.metrics.topology_reports.labels(result="failed").inc()
                 self._topology_next = retry_at
                 return False
-        status = build_topology_status(self.machine, self.kubelet_config, self.states.pods, self.states.node)
+        allocs = None
+        if self.kubelet_config is not None and self.kubelet_config.cpu_manager_policy == "static":
+            try:
+                entries = read_cpu_manager_entries(self.config.kubelet_root)
+            except CPUManagerStateError as exc:
+                log.warning("NodeResourceTopology not reported: %s", exc)
+                self.metrics.topology_reports.labels(result="failed").inc()
+                self._topology_next = retry_at
+                return False
+            allocs = pod_cpu_allocs(entries, self.states.pods)
+        status = build_topology_status(self.machine, self.kubelet_config, self.states.pods, self.states.node, allocs)
         if status == self.topology and now < self._topology_next:
             return False
         try:

@@ -11,8 +11,9 @@ Follows upstream ``pkg/koordlet/statesinformer/impl/states_noderesourcetopology.
 - annotations (:mod:`app.api.topology`): ``cpu-basic-info``, ``cpu-topology``, ``cpu-shared-pools`` (per
   NUMA node, the cpus minus every pod's ``resource-status`` cpuset minus the node's reserved cpus of
   ``node.koordinator.sh/reservation``; the kubelet's reserved cpus stay in the pool, as upstream keeps
-  them for Burstable pods), ``kubelet.koordinator.sh/cpu-manager-policy``, ``pod-cpu-allocs`` (``null``:
-  kubelet-managed allocations from ``cpu_manager_state`` are not read yet) and ``node.koordinator.sh/reservation``;
+  them for Burstable pods; cpus the kubelet's static policy gave to pods leave it too),
+  ``kubelet.koordinator.sh/cpu-manager-policy``, ``pod-cpu-allocs`` (those kubelet allocations,
+  :mod:`agent.cpumanagerstate`; ``null`` when none) and ``node.koordinator.sh/reservation``;
 - the object carries ``app.kubernetes.io/managed-by: Koordinator`` and, when the Node's uid is known,
   an owner reference to the Node (so it is deleted with the node);
 - it is written only when it changed (``isChanged``: topology policies, the managed annotations compared
@@ -46,6 +47,7 @@ from app.api.topology import (
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_NODE_RESERVATION,
+    ANNOTATION_RESOURCE_STATUS,
     LABEL_MANAGED_BY,
     MANAGED_ANNOTATIONS,
     MANAGED_BY,
@@ -64,7 +66,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agent.topology")
 
-ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 #: Resources the agent owns in each zone (upstream ``managedNRTResources`` without the GPU).
 MANAGED_RESOURCES = ("cpu", "memory", "hugepages-2Mi", "hugepages-1Gi")
 NRT = KINDS["NodeResourceTopology"]
@@ -227,6 +228,7 @@ def build_topology_status(
     kubelet: KubeletConfig | None,
     pods: list[dict[str, Any]],
     node: dict[str, Any] | None,
+    kubelet_allocs: list[dict[str, Any]] | None = None,
 ) -> TopologyStatus:
     """The status to publish (see the module docstring).
 
@@ -235,6 +237,8 @@ def build_topology_status(
         kubelet: the kubelet's settings (None: not known; the policy annotation is ``{}``, topology ``None``).
         pods: the node's raw pods (their ``resource-status`` cpusets leave the shared pool).
         node: the Node (its reservation annotation and uid), None when unknown.
+        kubelet_allocs: ``pod-cpu-allocs`` entries of the kubelet's static CPU manager
+            (:func:`agent.cpumanagerstate.pod_cpu_allocs`); their cpus leave the shared pool.
     """
     detail = [{"id": p.cpu_id, "core": p.core_id, "socket": p.socket_id, "node": p.node_id} for p in machine.processors]
     detail.sort(key=lambda d: d["id"])
@@ -250,6 +254,8 @@ def build_topology_status(
         topology_policy = kubelet.topology_policy
     reservation = node_reservation(machine, node)
     taken = _pod_cpusets(pods) | parse_cpuset(reservation.get("reservedCPUs", ""))
+    for alloc in kubelet_allocs or []:
+        taken |= parse_cpuset(alloc["cpuset"])
     pools = []
     for nid in machine.numa_nodes:
         cpus = [p for p in machine.processors if p.node_id == nid]
@@ -264,7 +270,7 @@ def build_topology_status(
         ANNOTATION_NODE_CPU_TOPOLOGY: dumps_annotation({"detail": detail}),
         ANNOTATION_NODE_CPU_SHARED_POOLS: dumps_annotation(pools),
         ANNOTATION_KUBELET_CPU_MANAGER_POLICY: dumps_annotation(policy),
-        ANNOTATION_NODE_CPU_ALLOCS: "null",
+        ANNOTATION_NODE_CPU_ALLOCS: dumps_annotation(kubelet_allocs or None),
         ANNOTATION_NODE_RESERVATION: dumps_annotation(reservation),
     }
     return TopologyStatus(annotations, topology_policy, _zones(machine))

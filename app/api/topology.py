@@ -41,6 +41,8 @@ ANNOTATION_NODE_CPU_ALLOCS = "node.koordinator.sh/pod-cpu-allocs"
 ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
+#: A pod's allocation result (``{"cpuset":"0-3",...}``), written by the scheduler at PreBind.
+ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
 #: The label upstream's ``newNodeTopo`` puts on the objects it creates (``extension.LabelManagedBy``).
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "Koordinator"

@@ -14,6 +14,7 @@ import yaml
 
 from agent.cgroups import CgroupLayout
 from agent.collectors.cputopology import MachineTopology, read_machine_topology
+from agent.cpumanagerstate import CPUManagerStateError, pod_cpu_allocs, read_cpu_manager_entries
 from agent.daemon import Agent, AgentConfig
 from agent.evictor import RecordingEvictor
 from agent.kubeletconfig import parse_kubelet_config
@@ -328,3 +329,83 @@ def test_embedded_agent_writes_the_file_the_scheduler_reads(tmp_path: Path) -> N
     topo = parse_node_resource_topology(yaml.safe_load(path.read_text()))
     assert (topo.sockets, topo.cores, topo.threads_per_core, sorted(topo.numa_nodes)) == (2, 16, 2, [0, 1])
     assert topo.kubelet_policy.policy == "static" and topo.kubelet_reserved == {0, 1}
+
+
+# -- cpus of the kubelet's static CPU manager ----------------------------------------------------------------
+
+
+def _state_file(root: Path, entries: dict[str, dict[str, str]]) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    body = {"policyName": "static", "defaultCpuSet": "0-1,6-19,22-31", "entries": entries, "checksum": 1}
+    (root / "cpu_manager_state").write_text(json.dumps(body))
+
+
+def test_kubelet_allocations_are_reported_and_leave_the_pool(tmp_path: Path) -> None:
+    machine = _machine(tmp_path, two_sockets_two_numa_ht)
+    _state_file(
+        tmp_path / "kubelet",
+        {
+            "g1": {"app": "4-5", "sidecar": "20-21"},  # a Guaranteed pod of the kubelet's static policy
+            "lsr": {"app": "2-3"},  # Koordinator's own cpuset pod: not the kubelet's
+            "ls": {"app": "9"},  # LS pods share the pool: not the kubelet's either
+            "zz-gone": {"app": "10-11", "bad": "x-y"},  # no such pod (yet): still held
+        },
+    )
+    lsr = _pod("lsr", "2-3")
+    ls = _pod("ls", None)
+    ls["metadata"]["labels"] = {"koordinator.sh/qosClass": "LS"}
+    pods = [_pod("g1", None), lsr, ls]
+    entries = read_cpu_manager_entries(tmp_path / "kubelet")
+    allocs = pod_cpu_allocs(entries, pods)
+    assert allocs == [
+        {"namespace": "d", "name": "g1", "uid": "g1", "cpuset": "4-5,20-21", "managedByKubelet": True},
+        {"uid": "zz-gone", "cpuset": "10-11", "managedByKubelet": True},
+    ]
+    status = build_topology_status(machine, parse_kubelet_config({"cpuManagerPolicy": "static"}), pods, None, allocs)
+    assert json.loads(status.annotations["node.koordinator.sh/pod-cpu-allocs"]) == allocs
+    assert json.loads(status.annotations[ANNOTATION_NODE_CPU_SHARED_POOLS]) == [
+        {"socket": 0, "node": 0, "cpuset": "0-1,6-7,16-19,22-23"},
+        {"socket": 1, "node": 1, "cpuset": "8-9,12-15,24-31"},
+    ]
+
+
+def test_missing_or_empty_state_is_no_allocation_and_garbage_is_an_error(tmp_path: Path) -> None:
+    assert read_cpu_manager_entries(tmp_path / "nowhere") == {}
+    (tmp_path / "cpu_manager_state").write_text("")
+    assert read_cpu_manager_entries(tmp_path) == {}
+    (tmp_path / "cpu_manager_state").write_text('{"policyName":"none","defaultCpuSet":"","checksum":1}')
+    assert read_cpu_manager_entries(tmp_path) == {}
+    (tmp_path / "cpu_manager_state").write_text("{oops")
+    with pytest.raises(CPUManagerStateError, match="cpu_manager_state: not JSON"):
+        read_cpu_manager_entries(tmp_path)
+    (tmp_path / "cpu_manager_state").write_text('{"entries":{"u":"0-1"}}')
+    with pytest.raises(CPUManagerStateError, match="entries must map pod uids"):
+        read_cpu_manager_entries(tmp_path)
+
+
+def test_the_agent_reads_the_state_under_the_static_policy_only(tmp_path: Path) -> None:
+    sys_root = one_socket_eight_cores_ht(tmp_path / "sys")
+    (tmp_path / "cg" / "cpu").mkdir(parents=True)
+    layout = CgroupLayout.detect(tmp_path / "cg", "kubepods")
+    kubelet_root = tmp_path / "kubelet"
+    _state_file(kubelet_root, {"g1": {"app": "6-7"}})
+    config = AgentConfig(node_name="n1", sys_root=sys_root, proc=tmp_path, kubelet_root=kubelet_root)
+    writer = FileTopologyWriter(tmp_path / "out")
+    static = parse_kubelet_config({"cpuManagerPolicy": "static"})
+    evictor = RecordingEvictor("n1", None, True)
+    agent = Agent(config, layout, _States(), None, evictor, topology_writer=writer, kubelet_config=static)
+    assert agent.report_topology(1000.0)
+    annotations = yaml.safe_load(writer.path("n1").read_text())["metadata"]["annotations"]
+    assert json.loads(annotations["node.koordinator.sh/pod-cpu-allocs"])[0]["cpuset"] == "6-7"
+    # a corrupt checkpoint fails the round (as upstream) and is retried; the last object stays
+    (kubelet_root / "cpu_manager_state").write_text("{oops")
+    agent.generation += 1
+    assert not agent.report_topology(1001.0)
+    assert agent.metrics.topology_reports.labels(result="failed")._value.get() == 1
+    # under the none policy the checkpoint is not read at all
+    none = Agent(
+        config, layout, _States(), None, evictor, topology_writer=writer, kubelet_config=parse_kubelet_config({})
+    )
+    assert none.report_topology(1002.0)
+    annotations = yaml.safe_load(writer.path("n1").read_text())["metadata"]["annotations"]
+    assert annotations["node.koordinator.sh/pod-cpu-allocs"] == "null"
