@@ -161,6 +161,16 @@ class KubeletCPUManagerPolicy(KubeModel):
     reserved_cpus: str = Field(default="", alias="reservedCPUs")
 
 
+class PodCPUAlloc(KubeModel):
+    """One entry of ``node.koordinator.sh/pod-cpu-allocs``: cpus the kubelet's static CPU manager gave a pod."""
+
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+    cpuset: str = ""
+    managed_by_kubelet: bool = False
+
+
 class ResourceInfo(KubeModel):
     """One resource of a zone: quantities as strings."""
 
@@ -209,6 +219,8 @@ class NodeTopology:
         shared_pools: the LS shared pools.
         kubelet_policy: the kubelet's CPU manager policy (all empty when not reported).
         kubelet_reserved: the kubelet's reserved cpus.
+        kubelet_allocs: pods' cpus of the kubelet's static CPU manager (``pod-cpu-allocs``).
+        kubelet_allocated: all their cpus together.
         topology_policies: ``topologyPolicies`` as written.
     """
 
@@ -218,6 +230,8 @@ class NodeTopology:
     shared_pools: tuple[CPUSharedPool, ...] = ()
     kubelet_policy: KubeletCPUManagerPolicy = field(default_factory=KubeletCPUManagerPolicy)
     kubelet_reserved: frozenset[int] = frozenset()
+    kubelet_allocs: tuple[PodCPUAlloc, ...] = ()
+    kubelet_allocated: frozenset[int] = frozenset()
     topology_policies: tuple[str, ...] = ()
 
     @property
@@ -260,6 +274,7 @@ class NodeTopology:
             "numaNodes": numa,
             "sharedPools": [p.model_dump(by_alias=True) for p in self.shared_pools],
             "kubeletCPUManagerPolicy": self.kubelet_policy.model_dump(by_alias=True, exclude_defaults=True),
+            "kubeletAllocatedCPUs": format_cpuset(self.kubelet_allocated),
             "topologyPolicies": list(self.topology_policies),
         }
 
@@ -345,6 +360,20 @@ def parse_node_resource_topology(obj: Any) -> NodeTopology:
             msg = _where(exc) if isinstance(exc, ValidationError) else str(exc)
             raise TopologyError(f"annotation {ANNOTATION_KUBELET_CPU_MANAGER_POLICY}: {msg}") from None
 
+    allocs: list[PodCPUAlloc] = []
+    allocated: set[int] = set()
+    allocs_json = _annotation(annotations, ANNOTATION_NODE_CPU_ALLOCS)
+    if allocs_json is not None:  # "null" when the kubelet holds none
+        if not isinstance(allocs_json, list):
+            raise TopologyError(f"annotation {ANNOTATION_NODE_CPU_ALLOCS}: expected a list or null")
+        try:
+            allocs = [PodCPUAlloc.model_validate(a) for a in allocs_json]
+            for a in allocs:
+                allocated |= parse_cpuset(a.cpuset)
+        except (ValidationError, CPUSetError) as exc:
+            msg = _where(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise TopologyError(f"annotation {ANNOTATION_NODE_CPU_ALLOCS}: {msg}") from None
+
     by_node: dict[int, set[int]] = {}
     for c in cpus.values():
         by_node.setdefault(c.node, set()).add(c.id)
@@ -377,5 +406,7 @@ def parse_node_resource_topology(obj: Any) -> NodeTopology:
         shared_pools=tuple(pools),
         kubelet_policy=policy,
         kubelet_reserved=reserved,
+        kubelet_allocs=tuple(allocs),
+        kubelet_allocated=frozenset(allocated),
         topology_policies=tuple(policies),
     )

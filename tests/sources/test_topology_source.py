@@ -96,6 +96,13 @@ def test_parse_gives_the_summary_the_scheduler_shows() -> None:
         {"node": 1, "cpus": "4-7,12-15", "cpuCount": 8, "memoryBytes": 32 * 1024**3},
     ]
     assert summary["kubeletCPUManagerPolicy"] == {"policy": "static", "reservedCPUs": "0,8"}
+    assert summary["kubeletAllocatedCPUs"] == "" and topo.kubelet_allocs == ()
+    allocs = (
+        '[{"namespace":"d","name":"g","uid":"u1","cpuset":"4-5","managedByKubelet":true},{"uid":"u2","cpuset":"12"}]'
+    )
+    held = parse_node_resource_topology(nrt("n1", **{"node.koordinator.sh/pod-cpu-allocs": allocs}))
+    assert held.kubelet_allocated == {4, 5, 12}
+    assert [(a.uid, a.managed_by_kubelet) for a in held.kubelet_allocs] == [("u1", True), ("u2", False)]
     assert (summary["cpus"], summary["sockets"], summary["cores"], summary["threadsPerCore"]) == (16, 2, 8, 2)
 
 
@@ -137,6 +144,14 @@ def test_parse_gives_the_summary_the_scheduler_shows() -> None:
                 {"kubelet.koordinator.sh/cpu-manager-policy": '{"policy":"static","reservedCPUs":"x"}'}
             ),
             "cpu-manager-policy: invalid cpuset",
+        ),
+        (
+            lambda o: o["metadata"]["annotations"].update({"node.koordinator.sh/pod-cpu-allocs": '{"uid":"u"}'}),
+            "pod-cpu-allocs: expected a list or null",
+        ),
+        (
+            lambda o: o["metadata"]["annotations"].update({"node.koordinator.sh/pod-cpu-allocs": '[{"cpuset":"0-"}]'}),
+            "pod-cpu-allocs: invalid cpuset",
         ),
     ],
 )
