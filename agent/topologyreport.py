@@ -125,8 +125,9 @@ def _json_value(text: Any) -> Any:
         return text
 
 
-def _zone_quantities(zone: dict[str, Any]) -> dict[str, tuple[int, int, int]] | None:
-    out = {}
+def _zone_quantities(zone: dict[str, Any]) -> dict[str, tuple[int, ...]] | None:
+    """The managed resources of ``zone``: name -> (capacity, allocatable, available); None when one is malformed."""
+    out: dict[str, tuple[int, ...]] = {}
     for res in zone.get("resources") or []:
         if not isinstance(res, dict) or res.get("name") not in MANAGED_RESOURCES:
             continue
@@ -135,7 +136,7 @@ def _zone_quantities(zone: dict[str, Any]) -> dict[str, tuple[int, int, int]] | 
             out[name] = tuple(resource_value(name, res.get(k)) for k in ("capacity", "allocatable", "available"))
         except QuantityError:
             return None
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _zones_differ(old: Any, new: list[dict[str, Any]]) -> str | None:

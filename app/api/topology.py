@@ -311,10 +311,12 @@ def parse_node_resource_topology(obj: Any) -> NodeTopology:
     if not isinstance(obj, dict):
         raise TopologyError("a NodeResourceTopology must be an object")
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict):
+        raise TopologyError("metadata: required")
+    name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise TopologyError("metadata.name: required")
-    annotations = meta.get("annotations") or {}  # type: ignore[union-attr]
+    annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
         raise TopologyError("metadata.annotations: expected a map")
     policies = obj.get("topologyPolicies") or []
