@@ -75,6 +75,16 @@ def agent(
     ] = None,
     kubelet_insecure: Annotated[bool, typer.Option(help="Do not verify the kubelet's certificate.")] = False,
     proc_root: Annotated[Path, typer.Option(help="proc mount (/host/proc in a container).")] = Path("/proc"),
+    sys_root: Annotated[
+        Path, typer.Option(help="sysfs mount (/host/sys in a container): CPU topology, PCI devices, RDMA NICs.")
+    ] = Path("/sys"),
+    kubelet_config: Annotated[
+        Path | None,
+        typer.Option(help="The kubelet's config file: CPU manager policy, reserved CPUs, topology manager policy."),
+    ] = None,
+    kubelet_root_dir: Annotated[
+        Path, typer.Option(help="The kubelet's root dir (its static CPU manager's cpu_manager_state is read there).")
+    ] = Path("/var/lib/kubelet"),
     feature_gates: Annotated[
         str, typer.Option(help="e.g. BEMemoryEvict=true,BECPUEvict=true (defaults as koordlet).")
     ] = "",
@@ -88,9 +98,6 @@ def agent(
     log_level: Annotated[LogLevel, typer.Option(help="debug, info, warning or error.")] = LogLevel.info,
     log_format: Annotated[LogFormat, typer.Option(help="text or json (one object per line).")] = LogFormat.text,
     verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
-    sys_root: Annotated[Path, typer.Option(help="sysfs mount (/host/sys in a container): PCI and RDMA NICs.")] = Path(
-        "/sys"
-    ),
     gpu: Annotated[
         bool, typer.Option(help="Report NVIDIA GPUs through NVML (needs the extra koordinator-py[gpu] and a driver).")
     ] = True,
@@ -111,9 +118,11 @@ def agent(
     from agent.collectors.nvml import NVML, NVMLError, RecordedNVML, load_nvml
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
+    from agent.kubeletconfig import KubeletConfig, KubeletConfigError, read_kubelet_config
     from agent.reporter import APIMetricWriter, FileMetricWriter, MetricWriter
     from agent.states.device import APIDeviceWriter, DeviceWriter, FileDeviceWriter
     from agent.states.providers import APIServerStates, FileStates, StatesProvider
+    from agent.topologyreport import APITopologyWriter, FileTopologyWriter, TopologyWriter
     from app.api.metricsserver import serve
 
     configure_logging(log_level, log_format, verbosity)
@@ -145,6 +154,13 @@ def agent(
         if nvml is None:
             logging.getLogger("agent").info("GPU discovery off: %s", why)
     gpus = GPUCollector(nvml, sys_root=sys_root, proc_root=proc_root) if nvml is not None else None
+    kubelet: KubeletConfig | None = None
+    if kubelet_config is not None:
+        try:
+            kubelet = read_kubelet_config(kubelet_config)
+        except KubeletConfigError as exc:
+            fail(f"--kubelet-config {exc}")
+    topology_writer: TopologyWriter | None
     states: StatesProvider
     writer: MetricWriter | None
     device_writer: DeviceWriter | None
@@ -155,6 +171,7 @@ def agent(
         states = FileStates(node_name, cluster)
         writer = FileMetricWriter(nodemetric_dir) if nodemetric_dir else None
         device_writer = FileDeviceWriter(nodemetric_dir) if nodemetric_dir else None
+        topology_writer = FileTopologyWriter(nodemetric_dir) if nodemetric_dir else None
         default_events = (nodemetric_dir / "agent-events.jsonl") if nodemetric_dir else None
         evictor = RecordingEvictor(node_name, events_file or default_events, dry_run)
     else:
@@ -168,6 +185,7 @@ def agent(
         states = APIServerStates(node_name, client, kubelet_url=kubelet_url, kubelet_insecure=kubelet_insecure)
         writer = APIMetricWriter(client)
         device_writer = APIDeviceWriter(client)
+        topology_writer = APITopologyWriter(client)
         evictor = APIEvictor(node_name, client, dry_run)
     config = AgentConfig(
         node_name=node_name,
@@ -177,10 +195,21 @@ def agent(
         dry_run=dry_run,
         features=features,
         proc=proc_root,
-        sys=sys_root,
+        sys_root=sys_root,
         device_interval=device_interval,
+        kubelet_root=kubelet_root_dir,
     )
-    the_agent = Agent(config, layout, states, writer, evictor, gpu=gpus, device_writer=device_writer)
+    the_agent = Agent(
+        config,
+        layout,
+        states,
+        writer,
+        evictor,
+        gpu=gpus,
+        device_writer=device_writer,
+        topology_writer=topology_writer,
+        kubelet_config=kubelet,
+    )
     if port:
         try:
             serve(host, port, the_agent.metrics.registry, the_agent.healthy)

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from agent.cgroups import CgroupLayout, CgroupPathError
+from agent.collectors.cputopology import MachineTopology, TopologyReadError, read_machine_topology
 from agent.collectors.gpu import GPUCollector
 from agent.collectors.hostapps import HostApp, HostAppCollector, host_apps_of
 from agent.collectors.node import NodeCollector, ProcessorInfo, processors
 from agent.collectors.pods import CgroupUsageReader, PodCollector, collect_be
 from agent.collectors.rdma import RDMAInfo, discover_rdma
+from agent.cpumanagerstate import CPUManagerStateError, pod_cpu_allocs, read_cpu_manager_entries
 from agent.evictor import Evictor
 from agent.executor import CgroupExecutor
+from agent.kubeletconfig import KubeletConfig
 from agent.metriccache import MetricCache
 from agent.metrics import AgentMetrics
 from agent.qos.context import (
@@ -59,12 +62,16 @@ from agent.states.device import DeviceReportError, DeviceWriter, device_object, 
 from agent.states.nodeslo import NodeSLOIntake
 from agent.states.pods import PodMeta, pod_meta
 from agent.states.providers import StatesError, StatesProvider
+from agent.topologyreport import TopologyStatus, TopologyWriter, build_topology_status
 from agent.validator import NodeBounds, read_online_cpus
 from app.api.quantity import QuantityError, milli_value, parse_resource_list
 
 log = logging.getLogger("agent")
 
 ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
+#: Seconds between NodeResourceTopology re-checks when nothing changed (upstream's informer resync
+#: re-reads the object; this re-reads it so an object edited or deleted by someone else is repaired).
+TOPOLOGY_RESYNC_SECONDS = 600.0
 
 
 def parse_feature_gates(text: str) -> set[str]:
@@ -92,12 +99,14 @@ class AgentConfig:
         report_interval: override of the NodeMetric report interval (None: from the NodeMetric spec, >= 30 s).
         reconcile_interval: isolation writes are planned again only when pods, their resources or the NodeSLO
             change; every ``reconcile_interval`` the files are read again and drift is repaired.
-        proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``; sys: the sysfs mount (RDMA NICs, PCI).
+        proc: the proc mount; sys_cpu: ``/sys/devices/system/cpu``; sys_root: the sysfs mount (``/sys``;
+            ``/host/sys`` in a container) the cpu topology, PCI devices and RDMA NICs are read from.
         discovery_interval: GPUs and RDMA NICs are discovered (and the Device rebuilt) this often (upstream's
             ``NodeTopologySyncInterval``, 3 s).
         device_interval: the Device object is written when it changed, and at least this often (seconds)
             so a Device edited or deleted by someone else is repaired.
-        rdma: look for RDMA NICs under ``<sys>/class/infiniband``.
+        rdma: look for RDMA NICs under ``<sys_root>/class/infiniband``.
+        kubelet_root: the kubelet's root dir, where its static CPU manager keeps ``cpu_manager_state``.
     """
 
     node_name: str
@@ -109,10 +118,11 @@ class AgentConfig:
     features: set[str] = field(default_factory=lambda: {k for k, v in DEFAULT_FEATURES.items() if v})
     proc: Path = Path("/proc")
     sys_cpu: Path = Path("/sys/devices/system/cpu")
-    sys: Path = Path("/sys")
+    sys_root: Path = Path("/sys")
     discovery_interval: float = 3.0
     device_interval: float = 60.0
     rdma: bool = True
+    kubelet_root: Path = Path("/var/lib/kubelet")
 
 
 def node_capacity(
@@ -161,6 +171,8 @@ class Agent:
         metrics: Prometheus metrics (a fresh registry by default).
         gpu: NVIDIA GPU discovery and usage (None: no NVML on this node).
         device_writer: where the Device object goes (None: not reported).
+        topology_writer: where the NodeResourceTopology goes (None: not reported).
+        kubelet_config: the kubelet's CPU manager / topology manager settings (None: unknown).
     """
 
     def __init__(
@@ -173,6 +185,8 @@ class Agent:
         metrics: AgentMetrics | None = None,
         gpu: GPUCollector | None = None,
         device_writer: DeviceWriter | None = None,
+        topology_writer: TopologyWriter | None = None,
+        kubelet_config: KubeletConfig | None = None,
     ) -> None:
         self.config = config
         self.gpu = gpu
@@ -224,6 +238,12 @@ class Agent:
         self._isolation_at = -1e18
         self._reconciled_at = -1e18
         self._isolation_pending = False
+        self.topology_writer = topology_writer
+        self.kubelet_config = kubelet_config
+        self.machine: MachineTopology | None = None
+        self.topology: TopologyStatus | None = None  # the last status published (or found unchanged)
+        self._topology_generation = -1
+        self._topology_next = -1e18
 
     def node_bounds(self) -> NodeBounds:
         """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
@@ -286,7 +306,7 @@ class Agent:
             return
         self._devices_at = now
         gpus = self.gpu.discover() if self.gpu is not None else []
-        self.rdmas = discover_rdma(self.config.sys) if self.config.rdma else []
+        self.rdmas = discover_rdma(self.config.sys_root) if self.config.rdma else []
         if self.device_writer is None:
             return
         node_uid = ((self.states.node or {}).get("metadata") or {}).get("uid")
@@ -491,14 +511,58 @@ class Agent:
         self.reports += 1
         return True
 
+    def report_topology(self, now: float) -> bool:
+        """Publish the NodeResourceTopology when the states changed or the resync is due, and only when
+        its content changed (:mod:`agent.topologyreport`); True when an object was written. The machine's
+        topology is read once; a failure is logged and retried after the states interval."""
+        if self.topology_writer is None:
+            return False
+        if self.generation == self._topology_generation and now < self._topology_next:
+            return False
+        self._topology_generation = self.generation
+        retry_at = now + max(self.config.states_interval, 5.0)
+        if self.machine is None:
+            try:
+                self.machine = read_machine_topology(self.config.sys_root, self.config.proc)
+            except TopologyReadError as exc:
+                log.warning("cpu topology not reported: %s", exc)
+                self.metrics.topology_reports.labels(result="failed").inc()
+                self._topology_next = retry_at
+                return False
+        allocs = None
+        if self.kubelet_config is not None and self.kubelet_config.cpu_manager_policy == "static":
+            try:
+                entries = read_cpu_manager_entries(self.config.kubelet_root)
+            except CPUManagerStateError as exc:
+                log.warning("NodeResourceTopology not reported: %s", exc)
+                self.metrics.topology_reports.labels(result="failed").inc()
+                self._topology_next = retry_at
+                return False
+            allocs = pod_cpu_allocs(entries, self.states.pods)
+        status = build_topology_status(self.machine, self.kubelet_config, self.states.pods, self.states.node, allocs)
+        if status == self.topology and now < self._topology_next:
+            return False
+        try:
+            written = self.topology_writer.publish(self.config.node_name, status, self.states.node)
+        except ReportError as exc:
+            log.warning("NodeResourceTopology report failed: %s", exc)
+            self.metrics.topology_reports.labels(result="failed").inc()
+            self._topology_next = retry_at
+            return False
+        self.metrics.topology_reports.labels(result="written" if written else "unchanged").inc()
+        self.topology = status
+        self._topology_next = now + TOPOLOGY_RESYNC_SECONDS
+        return written
+
     def tick(self, now: float | None = None) -> None:
-        """One round: states (when due), collection, enforcement, report (when due)."""
+        """One round: states (when due), collection, enforcement, reports (when due)."""
         now = time.time() if now is None else now
         self.refresh_states(now)
         self.refresh_devices(now)
         self.collect(now)
         self.enforce(now)
         self.report(now)
+        self.report_topology(now)
         self.last_tick = time.time()
 
     def run(self, stop: threading.Event) -> None:

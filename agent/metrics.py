@@ -61,6 +61,12 @@ class AgentMetrics:
         self.device_reports = Counter(
             "koordlet_device_reports", "Device object writes (only when it changed) by result.", ["result"], registry=r
         )
+        self.topology_reports = Counter(
+            "koordlet_node_topology_reports",
+            "NodeResourceTopology reports by result (written, unchanged, failed).",
+            ["result"],
+            registry=r,
+        )
         self._write_counters: dict[tuple[str, str], Any] = {}
 
     def cgroup_write(self, resource: str, result: str) -> None:

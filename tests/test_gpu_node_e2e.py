@@ -115,7 +115,7 @@ def test_agent_device_manager_node_scheduler_bind(tmp_path: Path) -> None:
         gpu = GPUCollector(nvml, sys_root=tmp_path / "sys")
         with Client(load_configuration(kubeconfig), timeout=5) as client:
             agent = Agent(
-                AgentConfig(node_name="gpu-node", states_interval=0, features=set(), sys=tmp_path / "sys"),
+                AgentConfig(node_name="gpu-node", states_interval=0, features=set(), sys_root=tmp_path / "sys"),
                 v2_tree(tmp_path / "cg"),
                 APIServerStates("gpu-node", client),
                 None,

@@ -37,6 +37,10 @@ SCHEDULER_FLAGS = {"--" + name.replace("_", "-") for name in scheduler.__annotat
 
 CORE_KINDS = {"Node", "Pod", "ConfigMap", "Namespace", "PriorityClass", "PodDisruptionBudget"}
 CRD_KINDS = sorted(k for k in KINDS if k not in CORE_KINDS)
+#: Kinds whose CRD is not ours but a third party's, shipped as Koordinator ships it (upstream schema, several
+#: versions, pruning): k8stopologyawareschedwg's NodeResourceTopology.
+EXTERNAL_CRD_KINDS = {"NodeResourceTopology"}
+OWN_CRD_KINDS = sorted(k for k in CRD_KINDS if k not in EXTERNAL_CRD_KINDS)
 # Kinds whose upstream CRD has a status subresource (kubebuilder:subresource:status).
 WITH_STATUS_SUBRESOURCE = {
     "NodeMetric",
@@ -161,7 +165,7 @@ def test_expected_files_exist() -> None:
         "kube-scheduler-config.yaml",
     ):
         assert expected in names
-    assert len([n for n in names if n.startswith("crds/")]) == len(CRD_KINDS) == 8
+    assert len([n for n in names if n.startswith("crds/")]) == len(CRD_KINDS) == 9
     # The flat layout is gone: everything is applied through an overlay.
     assert not list((ROOT / "manifests").glob("*.yaml"))
 
@@ -211,10 +215,11 @@ def test_one_crd_per_koordinator_kind(crds: dict[str, dict[str, Any]]) -> None:
         "ClusterColocationProfile",
         "ElasticQuota",
         "PodGroup",
+        "NodeResourceTopology",
     }
 
 
-@pytest.mark.parametrize("kind", CRD_KINDS)
+@pytest.mark.parametrize("kind", OWN_CRD_KINDS)
 def test_crd_matches_kinds_table(crds: dict[str, dict[str, Any]], kind: str) -> None:
     info = KINDS[kind]
     crd = crds[kind]
@@ -240,8 +245,9 @@ def test_crd_matches_kinds_table(crds: dict[str, dict[str, Any]], kind: str) -> 
 
 def test_short_names(crds: dict[str, dict[str, Any]]) -> None:
     assert crds["PodMigrationJob"]["spec"]["names"]["shortNames"] == ["pmj"]
+    assert crds["NodeResourceTopology"]["spec"]["names"]["shortNames"] == ["node-res-topo"]
     for kind, crd in crds.items():
-        if kind != "PodMigrationJob":
+        if kind not in ("PodMigrationJob", "NodeResourceTopology"):
             assert "shortNames" not in crd["spec"]["names"], kind
 
 
@@ -255,6 +261,7 @@ def test_protected_groups_are_approved(crds: dict[str, dict[str, Any]]) -> None:
     assert {k for k, c in crds.items() if c["spec"]["group"].endswith(".k8s.io")} == {
         "ElasticQuota",
         "PodGroup",
+        "NodeResourceTopology",
     }
 
 
@@ -268,7 +275,7 @@ def _walk(node: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]
         yield from _walk(node["items"], f"{path}[]")
 
 
-@pytest.mark.parametrize("kind", CRD_KINDS)
+@pytest.mark.parametrize("kind", OWN_CRD_KINDS)
 def test_crd_schema_is_structural_and_never_prunes(crds: dict[str, dict[str, Any]], kind: str) -> None:
     schema = crds[kind]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert schema["type"] == "object"
@@ -293,6 +300,36 @@ def test_crd_schema_is_structural_and_never_prunes(crds: dict[str, dict[str, Any
             assert preserve or "additionalProperties" in node, f"{kind}: {path} would prune unknown fields"
         for forbidden in ("$ref", "default", "nullable"):
             assert forbidden not in node, f"{kind}: {path} uses {forbidden}"
+
+
+def test_node_resource_topology_crd_is_the_one_koordinator_ships(crds: dict[str, dict[str, Any]]) -> None:
+    info = KINDS["NodeResourceTopology"]
+    crd = crds["NodeResourceTopology"]
+    spec = crd["spec"]
+    assert crd["metadata"]["name"] == f"{info.plural}.{info.group}" == "noderesourcetopologies.topology.node.k8s.io"
+    assert (spec["group"], spec["scope"], spec["names"]["plural"]) == (info.group, "Cluster", info.plural)
+    names = spec["names"]
+    assert (names["singular"], names["listKind"]) == ("noderesourcetopology", "NodeResourceTopologyList")
+    # v1alpha1 (what the agent writes and the scheduler reads) is served; v1alpha2 stores, as upstream
+    versions = {v["name"]: v for v in spec["versions"]}
+    assert list(versions) == [info.version, "v1alpha2"]
+    assert [(v["served"], v["storage"]) for v in versions.values()] == [(True, False), (True, True)]
+    v1 = versions[info.version]["schema"]["openAPIV3Schema"]
+    assert v1["required"] == ["topologyPolicies", "zones"]
+    zone = v1["properties"]["zones"]["items"]
+    assert zone["required"] == ["name", "type"]
+    resource = zone["properties"]["resources"]["items"]
+    assert resource["required"] == ["allocatable", "available", "capacity", "name"]
+    assert resource["properties"]["capacity"]["x-kubernetes-int-or-string"] is True
+    for version in versions.values():  # structural: every node typed (or int-or-string), arrays with items
+        for path, node in _walk(version["schema"]["openAPIV3Schema"], "$"):
+            assert "type" in node or node.get("x-kubernetes-int-or-string"), path
+            if node.get("type") == "array":
+                assert isinstance(node.get("items"), dict), path
+        # every field the agent writes is declared in both versions, so conversion to storage prunes none
+        props = version["schema"]["openAPIV3Schema"]["properties"]
+        assert {"metadata", "topologyPolicies", "zones"} <= set(props)
+        assert {"name", "type", "resources"} <= set(props["zones"]["items"]["properties"])
 
 
 @pytest.mark.parametrize("kind", CRD_KINDS)

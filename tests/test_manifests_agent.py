@@ -54,6 +54,7 @@ def test_rbac_grants_exactly_what_the_agent_uses() -> None:
     assert rules[("slo.koordinator.sh", "nodemetrics/status")] == {"update"}
     assert rules[("slo.koordinator.sh", "nodeslos")] == {"get", "list", "watch"}
     assert rules[("scheduling.koordinator.sh", "devices")] == {"get", "create", "update"}  # the node's Device
+    assert rules[("topology.node.k8s.io", "noderesourcetopologies")] == {"get", "create", "update"}
     binding = _one("ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "koord-agent"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "koord-agent", "namespace": "koordinator-system"}]

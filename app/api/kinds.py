@@ -59,6 +59,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("ClusterColocationProfile", "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", False),
         KindInfo("ElasticQuota", "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", True),
         KindInfo("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True),
+        KindInfo("NodeResourceTopology", "topology.node.k8s.io", "v1alpha1", "noderesourcetopologies", False),
     )
 }
 

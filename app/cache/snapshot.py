@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app.api.kinds import object_key
+from app.api.topology import NodeTopology, TopologyError, parse_node_resource_topology
 from app.cache.encodedobjects import EncodedObjects, UnencodableObject
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeError, NodeState, parse_node
@@ -91,6 +92,8 @@ class ClusterCache:
         self._listeners: list[CacheListener] = []
         #: Malformed objects refused since start, by kind (``koord_cache_rejected_objects_total{kind}``).
         self.rejected_by_kind: dict[str, int] = {}
+        #: Parsed NodeResourceTopology objects by node name (the object's name), valid ones only.
+        self.node_topologies: dict[str, NodeTopology] = {}
 
     # ----------------------------------------------------------------- listeners
     def add_listener(self, listener: CacheListener) -> None:
@@ -120,7 +123,7 @@ class ClusterCache:
                 self._apply_pod(event.type, event.obj)
             else:
                 self._apply_object(event.kind, event.type, event.obj)
-        except (NodeError, PodError, ObjectQuantityError, UnencodableObject) as exc:
+        except (NodeError, PodError, ObjectQuantityError, UnencodableObject, TopologyError) as exc:
             self._reject(event.kind, object_key(event.obj) if isinstance(event.obj, dict) else "?", exc)
 
     def _reject(self, kind: str, key: str, exc: BaseException) -> None:
@@ -286,9 +289,13 @@ class ClusterCache:
         if etype == EventType.DELETED:
             if store.pop(key, None) is None:
                 return
+            if kind == "NodeResourceTopology":
+                self.node_topologies.pop(key, None)
             self._notify(kind, key, lambda listener: listener.on_object(kind, key, None))
             return
         check_quantities(kind, obj)  # before storing: a bad object is skipped whole
+        if kind == "NodeResourceTopology":
+            self.node_topologies[key] = parse_node_resource_topology(obj)
         store[key] = obj
         self._notify(kind, key, lambda listener: listener.on_object(kind, key, obj))
 

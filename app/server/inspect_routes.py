@@ -75,7 +75,9 @@ def node_usage(state: ServiceState, name: str) -> tuple[dict[str, int] | None, f
 @router.get("/nodes/{nodeName}")
 async def query_node(nodeName: str, request: Request) -> Response:
     """A node's snapshot: allocatable, requested (assumed pods included), reported usage,
-    NodeMetric age, assumed and bound pods. 404 ``cannot find node <name>`` when unknown."""
+    NodeMetric age, assumed and bound pods, and the CPU topology its NodeResourceTopology reports
+    (``cpuTopology``: cpus, sockets, cores, threads per core, cpus per NUMA node; null when none).
+    404 ``cannot find node <name>`` when unknown."""
     state: ServiceState = request.app.state.service
     node = state.cache.nodes.get(nodeName)
     if node is None:
@@ -92,6 +94,8 @@ async def query_node(nodeName: str, request: Request) -> Response:
         "assumedPods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in assumed],
         "pods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in pods],
     }
+    topology = state.cache.node_topologies.get(nodeName)
+    body["cpuTopology"] = topology.summary() if topology is not None else None
     return json_response(body)
 
 

@@ -33,6 +33,7 @@ WATCHED_KINDS: tuple[str, ...] = (
     "ClusterColocationProfile",
     "Namespace",
     "PriorityClass",
+    "NodeResourceTopology",
 )
 
 #: Kinds listed and watched in one namespace only (RBAC grants ConfigMaps in koordinator-system only).

@@ -471,7 +471,7 @@ def test_agent_writes_the_device_and_reports_gpu_usage_in_its_nodemetric(tmp_pat
     h200_sys(tmp_path / "sys")
     gpu = GPUCollector(FakeNVML(capture), sys_root=tmp_path / "sys", proc_root=proc)
     metrics_dir = cluster / "metrics"
-    config = AgentConfig(node_name="gpu-node", states_interval=0, features=set(), sys=tmp_path / "sys")
+    config = AgentConfig(node_name="gpu-node", states_interval=0, features=set(), sys_root=tmp_path / "sys")
     agent = Agent(
         config, layout, FileStates("gpu-node", cluster), FileMetricWriter(metrics_dir), RecordingEvictor("n", None),
         gpu=gpu, device_writer=FileDeviceWriter(metrics_dir),
