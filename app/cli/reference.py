@@ -8,6 +8,7 @@ help tests (every command's help rendered at 80 columns).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Iterator
 from typing import Any
@@ -19,11 +20,13 @@ import typer.main
 MARKER = "<!-- koord-cli-reference -->"
 
 
+@functools.cache
 def root_command() -> Any:
     """The command object typer builds from :data:`app.cli.main.cli` (every sub-command registered).
 
     typer's command classes are those of its own (vendored) click, read here by their attributes only
     (``commands``, ``get_params``, ``opts``, ...) so a typer that moves its bases does not break the docs.
+    Built once per process (typer builds the whole tree, and :class:`~app.cli.helpstyle.KoordGroup` walks it).
     """
     from app.cli.main import cli
 
@@ -70,7 +73,7 @@ def _section(path: tuple[str, ...], command: Any) -> list[str]:
     out += ["```", f"{' '.join(path)} {' '.join(pieces)}".rstrip(), "```", ""]
     rows = []
     for param in command.get_params(ctx):
-        if getattr(param, "hidden", False) or param.name in ("install_completion", "show_completion"):
+        if getattr(param, "hidden", False):
             continue
         record = param.get_help_record(ctx)  # what --help prints: ("-o, --output FORMAT", "help  [default: x]")
         if record is None:

@@ -68,7 +68,7 @@ def pod_rows(count: int, rng: random.Random, models: list[str]) -> list[tuple[ob
     now = 0
     for i in range(count):
         num_gpu, kind = rng.choices(shapes, weights)[0]
-        gpu_milli = {"whole": 1000, "none": 0}.get(kind) or rng.choice(range(100, 1000, 50))
+        gpu_milli = {"whole": 1000, "none": 0}[kind] if kind != "share" else rng.choice(range(100, 1000, 50))
         cpu = rng.choice(CPU_CHOICES) * max(1, num_gpu // 2)
         memory = cpu // 1000 * rng.choice(MEMORY_PER_CPU_MIB)
         spec = rng.choice(models) if num_gpu and rng.random() < 0.1 else ""
