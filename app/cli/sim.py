@@ -268,6 +268,8 @@ def sim(
         published = find_published(trace.pods_path) if mode == "static" else None
         groups.append((workload, mine, published))
         console.print(summary_table(mine, published, workload))
+        if mode != "static":
+            console.print("published: the authors' figures are for the static protocol only (--mode static)")
         failures = failures_table(mine, workload if len(traces) > 1 else "")
         if failures is not None:
             console.print(failures)
