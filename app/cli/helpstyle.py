@@ -40,9 +40,16 @@ def _name_value(param: Any) -> None:
 
     ``param`` is a parameter of typer's (vendored) click: a TyperOption, TyperArgument or click Option.
     """
-    if isinstance(param, TyperArgument) and param.metavar is None:
-        param.metavar = (param.name or "value").upper()  # GANG, not {gang}
-    elif param.metavar is not None:
+    if isinstance(param, TyperArgument):
+        arg: Any = param  # its methods are shadowed per instance below
+        if arg.metavar is None:
+            arg.metavar = (arg.name or "value").upper()  # GANG, not {gang}
+        # an argument's name is its value's name: "NAME  Quota name.", not "NAME <str>" or "GANG TEXT"
+        arg.display_type_rich = lambda ctx: None
+        usage = arg.metavar if arg.required else f"[{arg.metavar}]"
+        arg._usage_display_name = lambda usage=usage: usage  # "show NAME", as click and kubectl write it
+        return
+    if param.metavar is not None:
         return
     if getattr(param, "is_flag", False) or not isinstance(param, TyperOption | TyperArgument):
         label = None

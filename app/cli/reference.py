@@ -56,9 +56,14 @@ def find(path: tuple[str, ...]) -> Any:
     return command
 
 
+def _text(text: str) -> str:
+    """``text`` as Markdown text, not HTML: ``<CN>.crt`` shows as written."""
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
 def _cell(text: str) -> str:
-    """``text`` fit for one Markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """``text`` fit for one Markdown table cell: one line, pipes escaped, no HTML."""
+    return _text(" ".join(text.split())).replace("|", "\\|")
 
 
 def _section(path: tuple[str, ...], command: Any) -> list[str]:
@@ -68,7 +73,7 @@ def _section(path: tuple[str, ...], command: Any) -> list[str]:
     out = [f"{level} `{' '.join(path)}`", ""]
     help_text = inspect.cleandoc(command.help or command.short_help or "")
     if help_text:
-        out += [help_text.replace("\b\n", ""), ""]
+        out += [_text(help_text.replace("\b\n", "")), ""]
     pieces = command.collect_usage_pieces(ctx)
     out += ["```", f"{' '.join(path)} {' '.join(pieces)}".rstrip(), "```", ""]
     rows = []
@@ -105,7 +110,7 @@ def expand(markdown: str) -> str:
     return markdown.replace(MARKER, render_markdown())
 
 
-def main(argv: Any = None) -> None:
+def main() -> None:
     """``python -m app.cli.reference``: print the rendered reference (to read it without MkDocs)."""
     print(render_markdown(), end="")
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,6 +128,9 @@ def test_help_at_80_columns_shows_every_option_whole(path: tuple[str, ...]) -> N
                 )
     too_wide = [line for line in result.output.splitlines() if len(line) > 80]
     assert not too_wide, too_wide
+    for python_name in ("<str>", "<int>", "<float>", "<bool>", "<path>", "<Path>", "<file>"):
+        assert python_name not in result.output, result.output
+    assert not re.search(r"\{[A-Z_]+\}", result.output), result.output  # "show NAME", not "show {NAME}"
 
 
 def test_help_uses_the_terminal_width() -> None:
