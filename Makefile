@@ -1,8 +1,9 @@
-# Two commands a newcomer needs: `make run` (the service on the embedded example cluster)
-# and `make test` (the whole suite). Both create .venv and install what they need.
+# Two commands a newcomer needs: `make run` (the service on the embedded example cluster; PORT=9999 to move it)
+# and `make test` (the whole suite). Both create .venv and install what they need. `make docs` serves the site.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PORT ?= 9876
 STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
@@ -11,14 +12,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: install run test lint bench
+.PHONY: install run test lint bench docs
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/koord scheduler
+	$(BIN)/koord scheduler --port $(PORT)
 
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -27,3 +28,6 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/extender.py
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve

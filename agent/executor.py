@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -49,12 +49,16 @@ class CgroupWrite:
         rel_dir: cgroup dir relative to the mount root (``kubepods/besteffort``).
         value: the v1-form value (``"-1"`` = unlimited for quota / memory limits; cpusets as ``"0-3"``).
         reason: why (logged), e.g. ``AdjustBEByNodeCPUUsage``.
+        routine: one step of a continuous adjustment (BE suppression moves the besteffort quota every
+            round while the load moves): written like any other but logged at DEBUG, the strategy
+            logging its changes of regime at INFO instead. Not part of equality.
     """
 
     resource: str
     rel_dir: str
     value: str
     reason: str = ""
+    routine: bool = field(default=False, compare=False)
 
 
 class InvalidWrite(ValueError):
@@ -299,7 +303,8 @@ class CgroupExecutor:
             self._count(write.resource, "unchanged")
             return False
         if self.dry_run:
-            log.info("dry-run: would write %s: %s -> %s (%s)", path, current_text, wanted_text, write.reason)
+            level = logging.DEBUG if write.routine else logging.INFO
+            log.log(level, "dry-run: would write %s: %s -> %s (%s)", path, current_text, wanted_text, write.reason)
             self.planned.append(write)
             self._count(write.resource, "dry_run")
             return True
@@ -311,7 +316,8 @@ class CgroupExecutor:
             self._cache.pop(spath, None)
             self._count(write.resource, "error")
             return False
-        log.info("cgroup %s: %s -> %s (%s)", path, current_text, wanted_text, write.reason)
+        level = logging.DEBUG if write.routine else logging.INFO
+        log.log(level, "cgroup %s: %s -> %s (%s)", path, current_text, wanted_text, write.reason)
         self._cache[spath] = (wanted_text, now)
         self._count(write.resource, "written")
         if (

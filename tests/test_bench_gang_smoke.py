@@ -1,7 +1,7 @@
 """Smoke test of bench/gang.py at tiny sizes: it runs, exits 0 and prints the documented JSON.
 
 Not a timed test: latencies and RSS depend on the machine, so only the shape, the counts and
-positivity are checked (the targets are the full-size run's, reported in the README).
+positivity are checked (the targets are the full-size run's, reported in docs/gang.md).
 """
 
 from __future__ import annotations

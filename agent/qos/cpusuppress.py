@@ -117,6 +117,18 @@ class CPUSuppress:
 
     def __init__(self) -> None:
         self.statuses: dict[str, str] = {}
+        #: The policy suppressing BE now (``cfsQuota`` / ``cpuset``), or None: each round's step is logged at
+        #: DEBUG (routine writes), a change of regime once at INFO.
+        self.regime: str | None = None
+
+    def _enter(self, regime: str | None, detail: str) -> None:
+        """Log at INFO when BE suppression starts, changes policy or stops; nothing while it only adjusts."""
+        if regime != self.regime:
+            if regime is None:
+                log.info("suppressBECPU: BE pods no longer suppressed (%s)", detail)
+            else:
+                log.info("suppressBECPU: suppressing BE pods by %s (%s)", regime, detail)
+            self.regime = regime
 
     def be_dirs(self, ctx: QoSContext) -> list[str]:
         """The besteffort dir, then its pod dirs, then their container dirs (depth <= 2), in the cpuset controller."""
@@ -147,6 +159,7 @@ class CPUSuppress:
         """The writes of this round: a :class:`SuppressResult` when suppressing, or recovery writes
         (possibly none) when the feature or the NodeSLO disables it or inputs are missing."""
         if not ctx.feature_active("BECPUSuppress"):
+            self._enter(None, "BECPUSuppress is off or the NodeSLO disables it")
             return self.recover_quota(ctx) + self.recover_cpuset(ctx)
         node_used = ctx.cache.last(NODE_CPU, ctx.now, 2 * ctx.interval + 0.5)
         pod_used = ctx.last_pod_values("pod_cpu")
@@ -173,7 +186,8 @@ class CPUSuppress:
                 log.warning("suppressBECPU: cannot read the besteffort quota: %s", exc)
                 return []
             quota = cfs_quota_target(suppress, current, ctx.capacity_cpu)
-            writes = [] if quota is None else [CgroupWrite("cpu.cfs_quota_us", be_dir, str(quota), REASON)]
+            writes = [] if quota is None else [CgroupWrite("cpu.cfs_quota_us", be_dir, str(quota), REASON, True)]
+            self._enter(POLICY_CFS_QUOTA, f"{suppress} milli-cores for BE, LS pods using {ls_used:.2f} cores")
             self.statuses[POLICY_CFS_QUOTA] = "using"
             writes += self.recover_cpuset(ctx)
             return SuppressResult(
@@ -185,6 +199,7 @@ class CPUSuppress:
             log.warning("suppressBECPU: cannot read the besteffort cpuset: %s", exc)
             return []
         cpus = self.cpuset_target(ctx, suppress, old)
+        self._enter(POLICY_CPUSET, f"{suppress} milli-cores for BE, LS pods using {ls_used:.2f} cores")
         self.statuses[POLICY_CPUSET] = "using"
         writes = self.cpuset_writes(ctx, cpus, old) if cpus else []
         return SuppressResult(suppress, ls_used, POLICY_CPUSET, None, cpus, writes + self.recover_quota(ctx))
@@ -216,8 +231,8 @@ class CPUSuppress:
         dirs = self.be_dirs(ctx)
         union = format_cpuset(set(old) | set(cpus))
         new = format_cpuset(cpus)
-        return [CgroupWrite("cpuset.cpus", d, union, REASON) for d in dirs] + [
-            CgroupWrite("cpuset.cpus", d, new, REASON) for d in reversed(dirs)
+        return [CgroupWrite("cpuset.cpus", d, union, REASON, True) for d in dirs] + [
+            CgroupWrite("cpuset.cpus", d, new, REASON, True) for d in reversed(dirs)
         ]
 
 

@@ -41,8 +41,14 @@ class LogFormat(StrEnum):
 #: ``-v`` at or above which DEBUG is logged (klog's V(4): debug-level verbosity).
 DEBUG_VERBOSITY = 4
 
-#: LogRecord attributes that are not structured fields given through ``extra=``.
-_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime", "taskName"}
+#: LogRecord attributes that are not structured fields given through ``extra=``; ``color_message`` is
+#: uvicorn's copy of its message with terminal colour escapes, which no log file wants.
+_RESERVED = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {
+    "message",
+    "asctime",
+    "taskName",
+    "color_message",
+}
 
 
 def _fields(record: logging.LogRecord) -> dict[str, Any]:

@@ -199,3 +199,36 @@ def format_resource(name: str, value: int) -> str:
 def format_resource_list(values: dict[str, int]) -> dict[str, str]:
     """Format a whole internal resource map as a ResourceList of quantity strings (keys sorted)."""
     return {name: format_resource(name, values[name]) for name in sorted(values)}
+
+
+#: Resources counted in bytes besides the ``*memory`` ones: shown in BinarySI when a multiple of 1024.
+_BYTE_RESOURCES = frozenset({"ephemeral-storage", "storage"})
+
+
+def is_byte_resource(name: str) -> bool:
+    """Whether resource ``name`` counts bytes (``memory``, ``kubernetes.io/batch-memory``,
+    ``koordinator.sh/gpu-memory``, ``ephemeral-storage``, ...)."""
+    return name.endswith(MEMORY) or name.rsplit("/", 1)[-1] in _BYTE_RESOURCES
+
+
+def display_resource(name: str, value: int) -> str:
+    """The one form a quantity of resource ``name`` is shown in by the inspection API, ``/ui`` and the
+    CLI's tables, whatever its value (wire formats keep :func:`format_resource`, as upstream writes them).
+
+    - ``cpu`` (internal milli-cores): cores or milli-cores as Kubernetes prints them, ``2``, ``1500m``;
+    - byte resources (:func:`is_byte_resource`): BinarySI when a whole multiple of 1024 (``4Gi``), else
+      plain bytes (``38225208935``), as a BinarySI Quantity prints either;
+    - anything else (counts, and cpu-like resources already in milli-cores such as
+      ``kubernetes.io/batch-cpu`` or ``koordinator.sh/gpu-core``): the plain integer, ``3000`` beside
+      ``4100`` (DecimalSI's ``3k`` would read as another unit).
+    """
+    if name == CPU:
+        return format_milli(value)
+    if is_byte_resource(name):
+        return _format_binary_int(value) if value % 1024 == 0 else str(value)
+    return str(value)
+
+
+def display_resource_list(values: dict[str, int]) -> dict[str, str]:
+    """:func:`display_resource` over a whole internal resource map (keys sorted)."""
+    return {name: display_resource(name, values[name]) for name in sorted(values)}

@@ -1,4 +1,5 @@
-"""Where the embedded default cluster lives and how the service picks its source."""
+"""Where the embedded examples live: the default cluster the service serves, and the small GPU trace
+``koord sim`` replays when given no trace."""
 
 from __future__ import annotations
 
@@ -17,3 +18,17 @@ def embedded_cluster_path() -> Path | None:
     candidates.append(Path.cwd() / "examples" / "cluster")
     candidates.append(Path(__file__).resolve().parents[2] / "examples" / "cluster")
     return next((p for p in candidates if p.exists()), None)
+
+
+#: The bundled trace of ``examples/sim/`` (written by ``examples/sim/generate.py``).
+EXAMPLE_NODE_LIST = "example_node_list.csv"
+EXAMPLE_POD_LIST = "example_pod_list.csv"
+
+
+def example_trace() -> tuple[Path, Path] | None:
+    """The bundled trace's node list and pod list (``./examples/sim`` or the repo's copy), None when absent."""
+    for base in (Path.cwd() / "examples" / "sim", Path(__file__).resolve().parents[2] / "examples" / "sim"):
+        nodes, pods = base / EXAMPLE_NODE_LIST, base / EXAMPLE_POD_LIST
+        if nodes.is_file() and pods.is_file():
+            return nodes, pods
+    return None

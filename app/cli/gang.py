@@ -92,7 +92,13 @@ def list_gangs(
 ) -> None:
     """Every gang with its counts (children, pending, waiting, bound); -o wide adds group, mode and policy."""
     data = _get(server, "/gangs", insecure, certificate_authority)
-    emit(output, data, lambda wide: render_gangs(data, wide), lambda: [f"gang/{gid}" for gid in sorted(data)])
+    emit(
+        output,
+        data,
+        lambda wide: render_gangs(data, wide),
+        lambda: [f"gang/{gid}" for gid in sorted(data)],
+        empty="No gangs found.",
+    )
 
 
 @gang_app.command("show")

@@ -1,13 +1,20 @@
 """``koord --help`` without Python type names: option values are named as click and kubectl's help
 name them (``TEXT``, ``INTEGER``, ``FILE``, ...), flags show no value at all.
 
-:class:`KoordGroup` is the root command's class; it renames once, when typer has built the whole
-command tree (every sub-command of every module), so no command has to set a ``metavar`` itself.
+Help is laid out as kubectl's and click's plain help, as wide as the terminal (``COLUMNS``, at least 80
+columns): each option's names and value name are printed whole (a long one on a line of its own) and
+its description wraps beside them. typer's rich panels shrink the name column to fit and cut names
+(``--allowed-webhook-cli…`` at 80 columns), so they are turned off on the whole tree.
+
+:class:`KoordGroup` is the root command's class; it renames and restyles once, when typer has built the
+whole command tree (every sub-command of every module), so no command has to set a ``metavar`` or a
+help style itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Annotated, Any
 
 import typer
@@ -33,9 +40,16 @@ def _name_value(param: Any) -> None:
 
     ``param`` is a parameter of typer's (vendored) click: a TyperOption, TyperArgument or click Option.
     """
-    if isinstance(param, TyperArgument) and param.metavar is None:
-        param.metavar = (param.name or "value").upper()  # GANG, not {gang}
-    elif param.metavar is not None:
+    if isinstance(param, TyperArgument):
+        arg: Any = param  # its methods are shadowed per instance below
+        if arg.metavar is None:
+            arg.metavar = (arg.name or "value").upper()  # GANG, not {gang}
+        # an argument's name is its value's name: "NAME  Quota name.", not "NAME <str>" or "GANG TEXT"
+        arg.display_type_rich = lambda ctx: None
+        usage = arg.metavar if arg.required else f"[{arg.metavar}]"
+        arg._usage_display_name = lambda usage=usage: usage  # "show NAME", as click and kubectl write it
+        return
+    if param.metavar is not None:
         return
     if getattr(param, "is_flag", False) or not isinstance(param, TyperOption | TyperArgument):
         label = None
@@ -46,11 +60,22 @@ def _name_value(param: Any) -> None:
 
 
 def name_values(command: Any) -> None:
-    """:func:`_name_value` on every parameter of ``command`` and its sub-commands (help option included)."""
+    """:func:`_name_value` on every parameter of ``command`` and its sub-commands (help option included),
+    and plain help (no rich panels, see the module docstring) on each of them."""
+    if hasattr(command, "rich_markup_mode"):
+        command.rich_markup_mode = None
+    if getattr(command, "short_help", True) is None and getattr(command, "help", None):
+        # a parent lists its commands with their first paragraph, wrapped rather than cut with "..."
+        command.short_help = " ".join(inspect.cleandoc(command.help).split("\n\n")[0].split())
     for param in command.get_params(typer.Context(command)):
         _name_value(param)
     for sub in (getattr(command, "commands", None) or {}).values():
         name_values(sub)
+
+
+#: click caps help at ``max_content_width`` columns (80 by default) even in a wider terminal; with this
+#: cap the terminal's own width (``shutil.get_terminal_size``, which reads ``COLUMNS``) decides.
+UNCAPPED_WIDTH = 10_000
 
 
 class KoordGroup(TyperGroup):
@@ -58,6 +83,7 @@ class KoordGroup(TyperGroup):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.context_settings = {"max_content_width": UNCAPPED_WIDTH, **(self.context_settings or {})}
         with contextlib.suppress(AttributeError):  # typer's internals moved: its own names beat no CLI at all
             name_values(self)
 

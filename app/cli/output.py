@@ -98,6 +98,8 @@ def emit(
     data: Any,
     table: Callable[[bool], RenderableType],
     names: Callable[[], Iterable[str]],
+    *,
+    empty: str | None = None,
 ) -> None:
     """Print ``data`` in the ``-o`` format.
 
@@ -106,12 +108,26 @@ def emit(
         data: the service's JSON answer (printed as is by json / yaml).
         table: builds the table; its argument is ``wide`` (every column) or not (fits :data:`TABLE_WIDTH`).
         names: the ``kind/name`` lines of ``-o name``.
+        empty: what a listing says on stderr instead of a bare header (or nothing, for ``-o name``) when
+            it has no rows, as kubectl's ``No resources found``: e.g. ``No gangs found.``.
     """
     if output is OutputFormat.json:
         sys.stdout.write(dump_json(data))
     elif output is OutputFormat.yaml:
         sys.stdout.write(dump_yaml(data))
     elif output is OutputFormat.name:
-        sys.stdout.write("".join(f"{n}\n" for n in names()))
+        lines = [f"{n}\n" for n in names()]
+        if not lines and empty:
+            say_empty(empty)
+        sys.stdout.write("".join(lines))
     else:
-        table_console().print(table(output is OutputFormat.wide))
+        rendered = table(output is OutputFormat.wide)
+        if empty and isinstance(rendered, Table) and rendered.row_count == 0:
+            say_empty(empty)
+            return
+        table_console().print(rendered)
+
+
+def say_empty(message: str) -> None:
+    """Print an empty listing's message on stderr, as kubectl prints ``No resources found``."""
+    sys.stderr.write(f"{message}\n")

@@ -141,7 +141,13 @@ def list_quotas(
 ) -> None:
     """Every quota with min / max / runtime / used per resource (-o wide: and request)."""
     data = _get(server, "/quotas", insecure, certificate_authority)
-    emit(output, data, lambda wide: render_quotas(data, wide), lambda: [f"elasticquota/{n}" for n in sorted(data)])
+    emit(
+        output,
+        data,
+        lambda wide: render_quotas(data, wide),
+        lambda: [f"elasticquota/{n}" for n in sorted(data)],
+        empty="No quotas found.",
+    )
 
 
 @quota_app.command("tree")

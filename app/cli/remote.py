@@ -1,14 +1,19 @@
 """Asking a running service: the ``--server``, ``--certificate-authority`` and ``--insecure`` options of
-``koord quota | gang | reservation | explain`` (and ``--client-certificate`` / ``--client-key`` for the calls
-a service with client authentication keeps for certificate holders, such as explain) and one GET / POST
-helper with their exit codes.
+``koord quota | gang | reservation | explain`` (and every later client command that uses them; and
+``--client-certificate`` / ``--client-key`` for the calls a service with client authentication keeps for
+certificate holders, such as explain) and one GET / POST helper with their exit codes.
+
+The service's address is ``--server URL``, else ``$KOORD_SERVER``, else :data:`DEFAULT_SERVER`
+(``make run PORT=9999`` pairs with ``export KOORD_SERVER=http://127.0.0.1:9999``).
 
 Exit codes: 1 the service answered 404 (the object does not exist), 2 anything else that kept the
-command from an answer (unreachable, TLS failure, another error status).
+command from an answer (unreachable, TLS failure, an address that answers but is not a koord service,
+another error status).
 """
 
 from __future__ import annotations
 
+import socket
 import ssl
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -22,8 +27,18 @@ from rich.markup import escape
 err_console = Console(stderr=True)
 
 DEFAULT_SERVER = "http://127.0.0.1:9876"
+#: The environment variable a client command reads its server from when ``--server`` is not given.
+SERVER_ENV = "KOORD_SERVER"
 
-ServerOpt = Annotated[str, typer.Option(metavar="URL", help="Base URL of the running service.")]
+ServerOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="URL",
+        envvar=SERVER_ENV,
+        show_envvar=True,
+        help="Base URL of the running koord service (koord scheduler).",
+    ),
+]
 InsecureOpt = Annotated[
     bool,
     typer.Option(
@@ -140,16 +155,65 @@ def request(
                 timeout=10.0,
                 verify=verify,
             )
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # connected, but no HTTP answer came
+        fail(_not_http_answer(server, url, exc))
+    except httpx.ConnectError as exc:
+        fail(_connect_failure(server, exc))
     except httpx.HTTPError as exc:
         fail(f"cannot reach {server}: {exc}")
+    try:
+        answer = resp.json()
+    except ValueError:
+        answer = _NOT_JSON
+    if answer is _NOT_JSON:
+        kind = resp.headers.get("content-type", "no content type").split(";")[0]
+        fail(
+            f"{server} answered HTTP {resp.status_code} with {kind}, not the JSON of a koord service: "
+            f"is it the address of koord scheduler (--server, or {SERVER_ENV})?"
+        )
     if resp.status_code != 200:
-        try:
-            answer = resp.json()
-        except ValueError:
-            answer = None
         has_message = isinstance(answer, dict) and "message" in answer
         message = answer["message"] if has_message else resp.text
         if resp.status_code == 404 and not has_message and not_found_hint:
             message = not_found_hint
         fail(f"{server} answered {resp.status_code}: {message}", 1 if resp.status_code == 404 else 2)
-    return resp.json()
+    return answer
+
+
+_NOT_JSON = object()
+
+
+def _speaks_tls(host: str, port: int) -> bool:
+    """Whether ``host:port`` completes a TLS handshake (certificate not checked: only the protocol)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=3.0) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def _not_http_answer(server: str, url: str, exc: Exception) -> str:
+    """What to say when ``server`` took the connection but sent no HTTP answer (httpx's "Server
+    disconnected without sending a response"): a TLS port asked over ``http://``, or not a koord service."""
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
+    if parsed.scheme == "http" and _speaks_tls(host, port):
+        https = str(parsed.copy_with(scheme="https", path="/", query=None)).rstrip("/")
+        return f"{server} speaks TLS (HTTPS), not plain HTTP: use --server {https}"
+    return f"{server} accepted the connection but sent no HTTP answer ({exc}): is it a koord service?"
+
+
+def _connect_failure(server: str, exc: Exception) -> str:
+    """What to say when the connection failed: refused, unknown host, or a TLS handshake that failed
+    because the port speaks plain HTTP (``https://`` asked of ``http://``)."""
+    text = str(exc)
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text or "packet length too long" in text:
+        http = server.replace("https://", "http://", 1)
+        return f"{server} does not speak TLS (the TLS handshake got a plain answer): use --server {http}"
+    return f"cannot reach {server}: {text}"

@@ -71,6 +71,7 @@ def list_reservations(
         data,
         lambda wide: render_reservations(data, wide=wide),
         lambda: [f"reservation/{r['name']}" for r in data],
+        empty="No reservations found.",
     )
 
 

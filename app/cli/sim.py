@@ -45,15 +45,40 @@ def require_sim_extra() -> None:
             _fail(f"koord sim needs the optional 'sim' extra ({module} is not installed): {SIM_EXTRA_HINT}")
 
 
+def _trace_files(nodes: Path | None, pods: list[Path] | None) -> tuple[Path, list[Path]]:
+    """``--nodes`` and ``--pods`` as given, or the bundled example trace when neither is.
+
+    Raises:
+        typer.Exit: only one of them given, or neither and the example is missing (code 2).
+    """
+    if nodes is not None and pods:
+        return nodes, pods
+    if nodes is not None or pods:
+        _fail("--nodes and --pods go together (neither: the bundled example trace, examples/sim/)")
+    from app.cli.embedded import example_trace
+
+    found = example_trace()
+    if found is None:
+        _fail("no --nodes/--pods given and the bundled example trace (examples/sim/) is missing")
+    assert found is not None
+    return found[0], [found[1]]
+
+
 def sim(
-    nodes: Annotated[Path, typer.Option(help="Node list CSV (sn, cpu_milli, memory_mib, gpu, model).")],
+    nodes: Annotated[
+        Path | None,
+        typer.Option(
+            help="Node list CSV (sn, cpu_milli, memory_mib, gpu, model). Default, with --pods: the bundled "
+            "example trace, examples/sim/."
+        ),
+    ] = None,
     pods: Annotated[
-        list[Path],
+        list[Path] | None,
         typer.Option(
             help="Pod list CSV (name, cpu_milli, memory_mib, num_gpu, gpu_milli, [gpu_spec, qos, times]); "
             "repeatable: the sweep covers every list."
         ),
-    ],
+    ] = None,
     policy: Annotated[
         list[str] | None,
         typer.Option(help="Random, MostAllocated, LeastAllocated or FragmentationAware; repeatable (default: all)."),
@@ -113,6 +138,9 @@ def sim(
     """Replay a GPU trace through /filter, /prioritize and /bind of an in-process service; report
     GPU allocation and fragmentation ratios per policy and seed beside the published results.
 
+    Without --nodes and --pods it replays the small bundled trace of examples/sim/ (seconds); the public
+    Alibaba GPU traces (cluster-trace-gpu-v2023) are in alibaba/clusterdata on GitHub.
+
     Needs the ``sim`` extra (``pip install 'koordinator-py[sim]'``); without it, exits 2 saying so.
     The pod list x policy x seed runs fan out over ``--jobs`` local processes or, with
     ``--ray-address``, Ray tasks (:mod:`app.sim.sweep`); the records come out in pod list, policy,
@@ -121,6 +149,7 @@ def sim(
     failed, fail_fast and waiting_gpu_seconds (:mod:`app.sim.gangs`).
     """
     require_sim_extra()
+    nodes, pods = _trace_files(nodes, pods)
     import orjson
     from rich.progress import (
         BarColumn,
@@ -240,6 +269,8 @@ def sim(
         published = find_published(trace.pods_path) if mode == "static" else None
         groups.append((workload, mine, published))
         console.print(summary_table(mine, published, workload))
+        if mode != "static":
+            console.print("published: the authors' figures are for the static protocol only (--mode static)")
         failures = failures_table(mine, workload if len(traces) > 1 else "")
         if failures is not None:
             console.print(failures)

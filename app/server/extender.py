@@ -387,7 +387,7 @@ class ExtenderService:
         return first, verdicts
 
     def explain(self, args: ExtenderArgs) -> dict[str, Any]:
-        """Why each node passes or fails, and how it scores (see the README's explain section).
+        """Why each node passes or fails, and how it scores (docs/cli.md, `koord explain`).
 
         Per node: ``kubeScheduler`` holds kube-scheduler's own verdicts computed as it would
         (:func:`~app.plugins.noderesources.fit.kube_scheduler_fit`: cpu, memory, ... are checked by

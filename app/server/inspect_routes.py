@@ -17,7 +17,7 @@ from fastapi import APIRouter, FastAPI, Request, Response
 
 from app.api.devicenames import ANNOTATION_DEVICE_ALLOCATED
 from app.api.extender import ExtenderArgs
-from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
+from app.api.quantity import QuantityError, display_resource_list, parse_resource_list
 from app.api.timeparse import parse_time
 from app.cache.podinfo import PodError
 from app.client.errors import NotFound
@@ -87,9 +87,9 @@ async def query_node(nodeName: str, request: Request) -> Response:
     pods = sorted((state.cache.pods[u] for u in node.pods if u in state.cache.pods), key=lambda p: p.key)
     body: dict[str, Any] = {
         "name": nodeName,
-        "allocatable": format_resource_list(node.allocatable),
-        "requested": format_resource_list({k: v for k, v in node.requested.items() if v}),
-        "usage": format_resource_list(usage) if usage is not None else None,
+        "allocatable": display_resource_list(node.allocatable),
+        "requested": display_resource_list({k: v for k, v in node.requested.items() if v}),
+        "usage": display_resource_list(usage) if usage is not None else None,
         "nodeMetricAgeSeconds": age if age is None or math.isfinite(age) else None,
         "assumedPods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in assumed],
         "pods": [{"namespace": p.namespace, "name": p.name, "uid": p.uid} for p in pods],
@@ -168,9 +168,9 @@ async def overview(request: Request) -> Response:
         nodes.append(
             {
                 "name": name,
-                "allocatable": format_resource_list(node.allocatable),
-                "requested": format_resource_list({k: v for k, v in node.requested.items() if v}),
-                "usage": format_resource_list(usage) if usage is not None else None,
+                "allocatable": display_resource_list(node.allocatable),
+                "requested": display_resource_list({k: v for k, v in node.requested.items() if v}),
+                "usage": display_resource_list(usage) if usage is not None else None,
                 "usagePercent": _percent(usage, node.allocatable),
                 "usageThresholds": load_aware.usage_thresholds(name) if load_aware is not None else {},
                 "nodeMetricAgeSeconds": age if age is None or math.isfinite(age) else None,
@@ -186,7 +186,7 @@ async def overview(request: Request) -> Response:
                 "namespace": pod.namespace,
                 "name": pod.name,
                 "uid": pod.uid,
-                "requests": format_resource_list(pod.requests),
+                "requests": display_resource_list(pod.requests),
                 "pod": state.cache.pod_objects.get(pod.uid),
             }
         )

@@ -56,7 +56,45 @@ def summary_table(results: list[SimResult], published: Published | None, workloa
         cells.append(f"{statistics.fmean(sum(r.failed.values()) for r in runs):.0f}")
         cells.append(f"{statistics.fmean(r.wall_seconds for r in runs):.1f}")
         table.add_row(*cells)
+    table.caption = missing_note(results)
+    table.caption_justify = "left"
     return table
+
+
+def missing_note(results: list[SimResult]) -> str | None:
+    """Why the table has ``-`` where our figures should be, with what was measured instead; None when every
+    point has a figure.
+
+    An allocation point is missing when the arrived GPU requests never reached it: timed mode replays each
+    pod once (no ``--inflate``), so a trace whose requests add up to less than the cluster's GPUs never
+    reaches 100 %. A fragmentation point is missing when it was not reached either, or when the service
+    recorded no per-GPU placement (DeviceShare not enabled by the policy). A node list without GPUs has no
+    ratio at all.
+    """
+    if not results:
+        return None
+    lines = []
+    if all(not r.curve for r in results):
+        return "no figures: the node list has no GPU capacity, so no GPU ratio can be measured"
+    missing_alloc = [p for p in ALLOCATION_POINTS if all(r.allocation_at(p) is None for r in results)]
+    peaks = [(r, len(r.curve) - 1) for r in results if r.curve]
+    top, peak = max(peaks, key=lambda rp: rp[1])
+    if missing_alloc:
+        lines.append(
+            f"{', '.join(f'alloc@{p}%' for p in missing_alloc)}: not reached: the arrived GPU requests peaked at "
+            f"{peak} % of GPU capacity (allocation there: {top.curve[-1]:.2f} %, {top.policy} seed {top.seed}). "
+            "Timed mode replays each pod once, without the static protocol's --inflate."
+        )
+    for p in FRAGMENTATION_POINTS:
+        if any(r.frag.get(p) is not None for r in results):
+            continue
+        why = (
+            f"not reached (arrived requests peaked at {peak} %)"
+            if peak < p
+            else "the service recorded no per-GPU placement (DeviceShare is not enabled by this policy)"
+        )
+        lines.append(f"frag@{p}%: {why}")
+    return "\n".join(lines) or None
 
 
 def _published(published: Published | None, table: str, workload: str, refs: tuple[str, ...], p: int) -> str:

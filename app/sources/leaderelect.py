@@ -2,6 +2,10 @@
 their own election (``koord manager``, ``koord descheduler``), through the ``kubernetes`` package's
 ``leaderelection`` (lease duration / renew deadline / retry period as controller-runtime's defaults
 15 s / 10 s / 2 s are passed in by the caller).
+
+The library logs every renewal and every follower's retry at INFO (one line each retry period); its
+INFO lines are demoted to DEBUG here (:class:`DemoteToDebug`), and the callers log acquiring and losing
+leadership themselves, as client-go's ``leaderelection`` logs only transitions at its default level.
 """
 
 from __future__ import annotations
@@ -11,6 +15,29 @@ import threading
 from typing import Any
 
 log = logging.getLogger("koord.leaderelect")
+
+
+class DemoteToDebug(logging.Filter):
+    """A filter that turns a logger's INFO records into DEBUG ones, kept only when DEBUG is logged
+    (``--log-level debug`` or ``-v 4``); warnings and errors pass unchanged."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Demote INFO; True when the record is still to be logged."""
+        if record.levelno != logging.INFO:
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
+#: The kubernetes package's election logger ("leader X has successfully acquired lease" on every renewal).
+LIBRARY_LOGGER = "leaderelection"
+
+
+def quiet_library_logs() -> None:
+    """Attach :class:`DemoteToDebug` to the election library's logger (once)."""
+    logger = logging.getLogger(LIBRARY_LOGGER)
+    if not any(isinstance(f, DemoteToDebug) for f in logger.filters):
+        logger.addFilter(DemoteToDebug())
 
 
 class _Stopped(Exception):
@@ -72,6 +99,7 @@ def elect(
     from kubernetes import client
     from kubernetes.leaderelection import electionconfig, leaderelection
 
+    quiet_library_logs()
     lock = tolerant_lease_lock(name, namespace, identity)
     lock.api_instance = client.CoordinationV1Api(api_client)
     lease, renew, retry = durations

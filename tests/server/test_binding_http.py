@@ -92,7 +92,7 @@ def test_concurrent_filter_and_bind_pairs_never_overcommit(tmp_path: Path) -> No
         errors = asyncio.run(run())
         assert errors.count("") == 8
         assert set(errors) - {""} == {f"NodeResourcesFit: Insufficient {BATCH_CPU}"}
-        assert srv.client.get("/apis/v1/nodes/big").json()["requested"][BATCH_CPU] == "8k"
+        assert srv.client.get("/apis/v1/nodes/big").json()["requested"][BATCH_CPU] == "8000"
         assert len(source._bindings) == 8
         refused = [p["metadata"]["name"] for p, e in zip(pods, errors, strict=True) if e]
         for name in refused:  # refused pods stay pending, unassumed
@@ -111,7 +111,7 @@ def test_interleaved_filter_bind_pairs_never_overcommit(tmp_path: Path) -> None:
 
         results = asyncio.run(run())
         assert results.count("") == 8
-        assert srv.client.get("/apis/v1/nodes/big").json()["requested"][BATCH_CPU] == "8k"
+        assert srv.client.get("/apis/v1/nodes/big").json()["requested"][BATCH_CPU] == "8000"
 
 
 class Gate(ReservePlugin, PermitPlugin):
@@ -197,10 +197,10 @@ def test_permit_wait_holds_the_bind_until_the_group_is_complete(tmp_path: Path) 
 
         out = asyncio.run(run())
         assert out["held"], "binds answered before the group was complete"
-        assert out["requested"] == "2k"
+        assert out["requested"] == "2000"
         assert out["loner"] == {"Error": ""} and out["loner_seconds"] < 1.0
         assert out["answers"] == [{"Error": ""}] * 3
-        assert _requested(srv, "big") == "3k"
+        assert _requested(srv, "big") == "3000"
         assert {k for k, v in source._bindings.items() if v == "big"} == {f"default/w-{i}" for i in range(3)}
         assert not any(line.startswith("unreserve") for line in gates[0].log)
 

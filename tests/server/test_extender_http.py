@@ -118,13 +118,13 @@ def test_bind_assumes_and_accounts_at_once(example_server: LiveServer) -> None:
     r = c.post("/bind", json=bind)
     assert r.status_code == 200 and r.json() == {"Error": ""}
     after = c.get("/apis/v1/nodes/node-idle").json()
-    assert after["requested"]["kubernetes.io/batch-cpu"] == "2k"
+    assert after["requested"]["kubernetes.io/batch-cpu"] == "2000"
     assert after["requested"]["kubernetes.io/batch-memory"] == "4Gi"
     assert {"namespace": "batch", "name": "batch-job-1", "uid": pod["metadata"]["uid"]} in after["pods"]
     # binding the same pod elsewhere is refused and changes nothing
     r = c.post("/bind", json={**bind, "Node": "node-busy"})
     assert "already assigned" in r.json()["Error"]
-    assert c.get("/apis/v1/nodes/node-busy").json()["requested"].get("kubernetes.io/batch-cpu") == "3k"
+    assert c.get("/apis/v1/nodes/node-busy").json()["requested"].get("kubernetes.io/batch-cpu") == "3000"
 
 
 def test_bind_errors_are_answered_in_the_error_field(example_server: LiveServer) -> None:

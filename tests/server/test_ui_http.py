@@ -46,7 +46,7 @@ def test_overview_nodes_against_thresholds_and_pending_pods(example_server: Live
     assert hot["usagePercent"]["cpu"] == 80.0  # 12800m of 16
     assert hot["usageThresholds"] == {"cpu": 65, "memory": 95}  # LoadAware's defaults
     assert hot["usage"] == {"cpu": "12800m", "memory": "30Gi"}
-    assert hot["pods"] == 1
+    assert hot["pods"] == 2  # cache-1 and web-2
     assert nodes["node-nokoordlet"]["usagePercent"] is None  # no NodeMetric
     pending = body["pendingPods"]
     assert [(p["namespace"], p["name"]) for p in pending] == [("batch", "batch-job-1")]

@@ -103,7 +103,8 @@ def test_profile_turns_pod_into_batch_pod(server: LiveServer) -> None:
     assert pod["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
     assert pod["spec"]["terminationGracePeriodSeconds"] == 30
     assert pod["metadata"]["namespace"] == "batch"
-    # cpu becomes integer milli-cores (2 cores -> 2000 = "2k" as Go's DecimalSI prints it).
+    # cpu becomes integer milli-cores (2 cores -> 2000 = "2k" as Go's DecimalSI prints it on the wire;
+    # the inspection API shows it as "2000", app.api.quantity.display_resource).
     assert pod["spec"]["containers"][0]["resources"] == {
         "requests": {"kubernetes.io/batch-cpu": "2k", "kubernetes.io/batch-memory": "4Gi"},
         "limits": {"kubernetes.io/batch-cpu": "2500", "kubernetes.io/batch-memory": "8Gi"},

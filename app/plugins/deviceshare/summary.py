@@ -3,19 +3,21 @@
 JSON fields: ``deviceTotal`` / ``deviceFree`` / ``deviceUsed`` (resource -> quantity summed over the
 node's devices), ``deviceTotalDetail`` / ``deviceFreeDetail`` / ``deviceUsedDetail``
 (type -> minor -> ResourceList) and ``allocateSet`` (type -> ``namespace/name`` -> minor -> ResourceList).
+Quantities are in the inspection API's one form per resource (:func:`app.api.quantity.display_resource`:
+``gpu-core`` ``1000``, not ``1k``), as everywhere the service shows them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from app.api.quantity import display_resource
 from app.plugins.deviceshare import names as n
-from app.plugins.deviceshare.allocation import format_quantity
 from app.plugins.deviceshare.nodedevice import NodeDevice
 
 
 def _rl(values: dict[str, int]) -> dict[str, str]:
-    return {k: format_quantity(k, values[k]) for k in sorted(values)}
+    return {k: display_resource(k, values[k]) for k in sorted(values)}
 
 
 def _detail(per_minor: dict[int, dict[str, int]]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.api import elasticquota as n
-from app.api.quantity import format_resource_list
+from app.api.quantity import display_resource_list
 from app.plugins.elasticquota.manager import QuotaManager
 from app.plugins.elasticquota.quotainfo import QuotaInfo
 
@@ -18,7 +18,7 @@ def quota_summary(manager: QuotaManager, info: QuotaInfo, include_pods: bool) ->
 
     ``podCache`` maps ``namespace/name`` to ``{isAssigned, resource}`` when ``include_pods``.
     """
-    fmt = format_resource_list
+    fmt = display_resource_list
     body: dict[str, Any] = {
         "name": info.name,
         "namespace": info.namespace,
@@ -70,7 +70,7 @@ def quota_tree(manager: QuotaManager) -> dict[str, Any]:
     are listed under ``orphans``.
     """
     manager.refresh_all()
-    fmt = format_resource_list
+    fmt = display_resource_list
 
     def node(info: QuotaInfo, seen: set[str]) -> dict[str, Any]:
         seen.add(info.name)

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from prometheus_client.core import GaugeMetricFamily
 
 from app.api.koordext import PriorityClass
-from app.api.quantity import format_resource_list
+from app.api.quantity import display_resource_list
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -456,10 +456,10 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         }
         if load.metric is not None:
             names = self.vec.names
-            out["prodUsage"] = format_resource_list(dict(zip(names, load.prod_usage, strict=True)))
-            out["nodeDelta"] = format_resource_list(dict(zip(names, load.node_delta, strict=True)))
-            out["prodDelta"] = format_resource_list(dict(zip(names, load.prod_delta, strict=True)))
-            out["nodeEstimated"] = format_resource_list(dict(zip(names, load.node_estimated, strict=True)))
+            out["prodUsage"] = display_resource_list(dict(zip(names, load.prod_usage, strict=True)))
+            out["nodeDelta"] = display_resource_list(dict(zip(names, load.node_delta, strict=True)))
+            out["prodDelta"] = display_resource_list(dict(zip(names, load.prod_delta, strict=True)))
+            out["nodeEstimated"] = display_resource_list(dict(zip(names, load.node_estimated, strict=True)))
             out["nodeDeltaPods"] = sorted(load.node_delta_pods)
             out["prodDeltaPods"] = sorted(load.prod_delta_pods)
             out["nodeEstimatedPods"] = sorted(info.key for info in load.pods.values() if info.estimated is not None)

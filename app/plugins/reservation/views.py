@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.api.quantity import format_resource_list
+from app.api.quantity import display_resource_list
 from app.api.timeparse import format_time
 from app.plugins.reservation import names as n
 from app.plugins.reservation.model import ReservationInfo
@@ -32,9 +32,9 @@ def reservation_view(store: ReservationStore, info: ReservationInfo) -> dict[str
         "uid": info.uid,
         "phase": info.phase or n.PHASE_PENDING,
         "nodeName": info.node_name,
-        "allocatable": format_resource_list(info.allocatable),
-        "allocated": format_resource_list({k: v for k, v in store.allocated(info.name).items() if v}),
-        "remaining": format_resource_list(store.remaining(info.name)),
+        "allocatable": display_resource_list(info.allocatable),
+        "allocated": display_resource_list({k: v for k, v in store.allocated(info.name).items() if v}),
+        "remaining": display_resource_list(store.remaining(info.name)),
         "owners": (info.obj.get("spec") or {}).get("owners") or [],
         "currentOwners": pods,
         "allocatePolicy": info.allocate_policy,
