@@ -238,8 +238,6 @@ def scheduler(
     try:
         cfg = load_config(config, registry.names()) if config else default_config(registry.names())
         source = choose_source(cluster, kubeconfig)
-        if isinstance(source, FileSource):
-            source.preload()  # a bad cluster file: one line naming it, exit 2 (not a traceback from the lifespan)
         # Embedded mode: the manager's NodeSLO / batch-resource controllers run inside the service (never in
         # the webhooks role, which writes nothing). Against an API server `koord manager` runs them.
         embedded = isinstance(source, FileSource)
@@ -270,6 +268,10 @@ def scheduler(
             role=role,
             leader=leader,
         )
+        if isinstance(source, FileSource):
+            # a bad cluster file: one line naming it, exit 2 (not a traceback from the lifespan); read after the
+            # plugins are built so a bad --config is named first, whatever else lies in the cluster folder
+            source.preload()
     except ConfigError as exc:
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
     except ManifestError as exc:

@@ -139,7 +139,7 @@ async def query_pod(namespace: str, name: str, request: Request) -> Response:
         "phase": pod.phase,
         "nodeName": pod.node_name,
         "assumedNode": assumed.node if assumed is not None else None,
-        "requests": format_resource_list({k: v for k, v in pod.requests.items() if v}),
+        "requests": display_resource_list({k: v for k, v in pod.requests.items() if v}),
         "annotations": annotations,
         "deviceAllocated": allocated,
         "deviceAllocatedFrom": source,
