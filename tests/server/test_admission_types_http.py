@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,23 +129,33 @@ def _set(obj: dict[str, Any], path: str, value: Any) -> None:
     obj[last] = value  # type: ignore[index]
 
 
+QUANTITY = "must be a quantity (a string or a number)"
+C0 = "spec.containers[0].resources"
 POD_CASES = [
     ("metadata/labels", {"a": 5}, "metadata.labels[a]: Invalid value: 5: must be a string"),
     ("metadata/annotations", [], "metadata.annotations: Invalid value: []: must be an object"),
     ("metadata/name", 7, "metadata.name: Invalid value: 7: must be a string"),
-    ("metadata/ownerReferences", [{"controller": "yes"}], 'metadata.ownerReferences[0].controller: Invalid value: "yes": must be a boolean'),
+    (
+        "metadata/ownerReferences",
+        [{"controller": "yes"}],
+        'metadata.ownerReferences[0].controller: Invalid value: "yes": must be a boolean',
+    ),
     ("spec/priority", "high", 'spec.priority: Invalid value: "high": must be an integer'),
     ("spec/priority", 2**31, "spec.priority: Invalid value: 2147483648: must be a 32-bit integer"),
     ("spec/priority", 1.5, "spec.priority: Invalid value: 1.5: must be an integer"),
     ("spec/priority", True, "spec.priority: Invalid value: true: must be an integer"),
     ("spec/containers", {"name": "c"}, 'spec.containers: Invalid value: {"name":"c"}: must be an array'),
-    ("spec/containers/0/resources/requests", "x", 'spec.containers[0].resources.requests: Invalid value: "x": must be an object'),
-    ("spec/containers/0/resources/requests/cpu", [1], "spec.containers[0].resources.requests[cpu]: Invalid value: [1]: must be a quantity (a string or a number)"),
-    ("spec/containers/0/resources/limits", {"cpu": False}, "spec.containers[0].resources.limits[cpu]: Invalid value: false: must be a quantity (a string or a number)"),
+    ("spec/containers/0/resources/requests", "x", f'{C0}.requests: Invalid value: "x": must be an object'),
+    ("spec/containers/0/resources/requests/cpu", [1], f"{C0}.requests[cpu]: Invalid value: [1]: {QUANTITY}"),
+    ("spec/containers/0/resources/limits", {"cpu": False}, f"{C0}.limits[cpu]: Invalid value: false: {QUANTITY}"),
     ("spec/nodeName", {"n": 1}, 'spec.nodeName: Invalid value: {"n":1}: must be a string'),
-    ("spec/tolerations", [{"tolerationSeconds": 2**63}], "spec.tolerations[0].tolerationSeconds: Invalid value: 9223372036854775808: must be a 64-bit integer"),
+    (
+        "spec/tolerations",
+        [{"tolerationSeconds": 2**63}],
+        "spec.tolerations[0].tolerationSeconds: Invalid value: 9223372036854775808: must be a 64-bit integer",
+    ),
     ("metadata/labels", {"a\x00b": "é\x00"}, None),  # NUL and unicode in strings are not wrong types
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("path", [MUTATE_POD, VALIDATE_POD])
@@ -182,7 +191,8 @@ def test_several_wrong_types_are_all_listed_as_an_aggregate(server: LiveServer) 
     obj["metadata"]["labels"] = "x"
     obj["spec"]["priority"] = "1"
     assert refused_400(answer(server, MUTATE_POD, body)) == (
-        '[metadata.labels: Invalid value: "x": must be an object, spec.priority: Invalid value: "1": must be an integer]'
+        '[metadata.labels: Invalid value: "x": must be an object, '
+        'spec.priority: Invalid value: "1": must be an integer]'
     )
 
 
