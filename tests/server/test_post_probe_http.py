@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +31,8 @@ from tests.conftest import EXAMPLE_CLUSTER, LiveServer, wire
 from webhooks.registry import all_webhooks
 
 #: Examples per path and strategy: bounded, so the whole probe stays within a few tens of seconds.
-EXAMPLES = 25
+#: ``KOORD_PROBE_EXAMPLES`` asks for more (a deeper search, run by hand).
+EXAMPLES = int(os.environ.get("KOORD_PROBE_EXAMPLES") or 25)
 MB = 1024 * 1024
 
 
