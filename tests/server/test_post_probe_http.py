@@ -71,7 +71,16 @@ _META = _POD["metadata"]
 _QUOTA = {
     "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
     "kind": "ElasticQuota",
-    "metadata": {"name": "q", "namespace": "default", "labels": {"quota.scheduling.koordinator.sh/parent": "root"}},
+    "metadata": {
+        "name": "q",
+        "namespace": "default",
+        "labels": {"quota.scheduling.koordinator.sh/parent": "root"},
+        # annotations whose values are JSON the rules parse: the probe replaces them too
+        "annotations": {
+            "quota.scheduling.koordinator.sh/shared-weight": '{"cpu": "10", "memory": "10Gi"}',
+            "quota.scheduling.koordinator.sh/namespaces": '["team-a"]',
+        },
+    },
     "spec": {"max": {"cpu": "10", "memory": "10Gi"}, "min": {"cpu": "1", "memory": "1Gi"}},
 }
 _RESERVATION = {
@@ -84,8 +93,11 @@ _RESERVATION = {
         "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}},
     },
 }
+_REVIEWED_POD = wire("admissionreview.json")["request"]["object"]
+# an annotation whose value is JSON the pod webhook parses: the probe replaces it too
+_REVIEWED_POD["metadata"]["annotations"]["node.koordinator.sh/extended-resource-spec"] = '{"containers": {}}'
 _OBJECTS = {
-    "Pod": ("", "v1", "pods", wire("admissionreview.json")["request"]["object"]),
+    "Pod": ("", "v1", "pods", _REVIEWED_POD),
     "ElasticQuota": ("scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", _QUOTA),
     "Reservation": ("scheduling.koordinator.sh", "v1alpha1", "reservations", _RESERVATION),
 }
