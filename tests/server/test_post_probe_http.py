@@ -119,9 +119,10 @@ def base_bodies(path: str) -> list[dict[str, Any]]:
     """Well-formed requests for ``path`` (an unknown route gets an empty object)."""
     names = ["node-idle", "node-busy", "node-hot"]
     filter_args = {"Pod": _POD, "Nodes": None, "NodeNames": names}
+    with_nodes = wire("filter.nodecache-false.json")  # nodeCacheCapable: false, a NodeList
     verbs: dict[str, list[dict[str, Any]]] = {
-        "/filter": [filter_args],
-        "/prioritize": [filter_args],
+        "/filter": [filter_args, with_nodes],
+        "/prioritize": [filter_args, with_nodes],
         "/apis/v1/explain": [filter_args],
         "/preempt": [wire("preempt.json")],
         "/bind": [{"PodName": _META["name"], "PodNamespace": _META["namespace"], "PodUID": _META["uid"], "Node": "x"}],
