@@ -14,6 +14,7 @@ import copy
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -53,7 +54,7 @@ def post_paths() -> list[str]:
     OpenAPI document (path parameters filled with ``x``)."""
     app = create_app(FileSource(EXAMPLE_CLUSTER, poll_interval=0))
     paths = _post_paths(app.routes) | {p for p, ops in app.openapi()["paths"].items() if "post" in ops}
-    return sorted(p.replace("{", "").replace("}", "") for p in paths)
+    return sorted(re.sub(r"\{[^}]*\}", "x", p) for p in paths)
 
 
 PATHS = post_paths()
