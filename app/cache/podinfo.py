@@ -191,6 +191,15 @@ def _condition_times(status: dict[str, Any]) -> tuple[float | None, float | None
     return times.get("PodScheduled"), times.get("Initialized")
 
 
+def _str(value: Any, path: str) -> str:
+    """A string field: absent or null is "", anything but a string is a PodError."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise PodError(f"{path}: expected a string, got {type(value).__name__}")
+    return value
+
+
 def _str_map(value: Any, path: str) -> dict[str, str]:
     m = _mapping(value, path)
     for k, v in m.items():
@@ -219,9 +228,12 @@ def parse_pod(obj: Any) -> PodInfo:
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         raise PodError("spec.priority: expected an integer")
+    uid = _str(meta.get("uid"), "metadata.uid")
+    namespace = _str(meta.get("namespace"), "metadata.namespace")
+    resource_version = _str(meta.get("resourceVersion"), "metadata.resourceVersion")
     requests, limits = _aggregate(spec)  # first, so errors name spec.containers[i]
     try:
-        kube_qos = status.get("qosClass") or kube_qos_class(spec)
+        kube_qos = _str(status.get("qosClass"), "status.qosClass") or kube_qos_class(spec)
     except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
         raise PodError(str(exc)) from None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
@@ -232,9 +244,9 @@ def parse_pod(obj: Any) -> PodInfo:
         raise PodError("spec.nodeName: expected a string")
     scheduled_time, initialized_time = _condition_times(status)
     return PodInfo(
-        uid=str(meta.get("uid") or ""),
+        uid=uid,
         # namespaces, node names and QoS classes repeat across pods: one shared string each
-        namespace=sys.intern(str(meta.get("namespace") or "default")),
+        namespace=sys.intern(namespace or "default"),
         name=name,
         node_name=sys.intern(node_name),
         requests=requests,
@@ -249,7 +261,7 @@ def parse_pod(obj: Any) -> PodInfo:
         initialized_time=initialized_time,
         labels=labels,
         annotations=annotations,
-        resource_version=str(meta.get("resourceVersion") or ""),
+        resource_version=resource_version,
         phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
         spec_hash=hash(orjson.dumps([spec, status.get("conditions")], option=orjson.OPT_NON_STR_KEYS, default=str)),
         owner_references=tuple(o for o in owners if isinstance(o, dict)),

@@ -1,6 +1,9 @@
 """Admission webhook endpoints: one POST route per :class:`webhooks.webhook.Webhook`.
 
 - A body that is not an admission.k8s.io/v1 AdmissionReview gets HTTP 400 ``{"message": ...}``.
+- An ``object`` or ``oldObject`` with a field of the wrong JSON type for the webhook's kind
+  (:mod:`webhooks.shapes`) is answered ``allowed: false`` with code 400 and the field errors
+  (``metadata: Invalid value: []: must be an object``); the handler does not run.
 - A handler's :class:`~webhooks.webhook.AdmissionError` is answered ``allowed: false`` with its
   code (400 by default); any other exception with code 500. The request uid is always echoed.
 - The API server's ``?timeout=5s`` query parameter is accepted and ignored (handlers are fast).
@@ -17,6 +20,7 @@ from fastapi import FastAPI, Request, Response
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
 from webhooks.admission import AdmissionReview, errored
+from webhooks.shapes import describe, review_errors
 from webhooks.webhook import Webhook, WebhookContext
 
 log = logging.getLogger(__name__)
@@ -31,13 +35,19 @@ def _endpoint(hook: Webhook, context: WebhookContext) -> Callable[[Request], Awa
         except BadRequest as exc:
             response = error_response(str(exc), 400)
         else:
-            try:
-                answer = hook.handler(req, context)
-            except Exception as exc:
-                code = getattr(exc, "code", 500)
-                if code == 500:
-                    log.exception("webhook %s failed on %s %s/%s", hook.path, req.operation, req.namespace, req.name)
-                answer = errored(req.uid, str(exc) or type(exc).__name__, code)
+            wrong_types = review_errors(hook.kinds, req)
+            if wrong_types:
+                answer = errored(req.uid, describe(wrong_types), 400)
+            else:
+                try:
+                    answer = hook.handler(req, context)
+                except Exception as exc:
+                    code = getattr(exc, "code", 500)
+                    if code == 500:
+                        log.exception(
+                            "webhook %s failed on %s %s/%s", hook.path, req.operation, req.namespace, req.name
+                        )
+                    answer = errored(req.uid, str(exc) or type(exc).__name__, code)
             answer.uid = req.uid
             response = json_response(answer.to_review())
         state.metrics.observe(f"webhook:{hook.path}", response.status_code, time.perf_counter() - start)

@@ -91,8 +91,24 @@ def test_qos_and_priority_class(
         (make({"containers": [c({"cpu": "x"})]}), "spec.containers[0].resources.requests.cpu"),
         (make({"containers": [], "priority": "high"}), "spec.priority"),
         ({"metadata": {"name": "p", "labels": {"a": 1}}}, "metadata.labels.a"),
+        # found by the POST probe (tests/server/test_post_probe_http.py): a list here crashed the QoS lookup
+        ({"metadata": {"name": "p"}, "status": {"qosClass": ["Guaranteed"]}}, "status.qosClass: expected a string"),
+        ({"metadata": {"name": "p", "uid": {"a": 1}}}, "metadata.uid: expected a string"),
+        ({"metadata": {"name": "p", "namespace": 5}}, "metadata.namespace: expected a string"),
+        ({"metadata": {"name": "p", "resourceVersion": 5}}, "metadata.resourceVersion: expected a string"),
     ],
-    ids=["not-object", "no-name", "containers-not-list", "bad-quantity", "bad-priority", "bad-label"],
+    ids=[
+        "not-object",
+        "no-name",
+        "containers-not-list",
+        "bad-quantity",
+        "bad-priority",
+        "bad-label",
+        "qos-class-not-string",
+        "uid-not-string",
+        "namespace-not-string",
+        "resource-version-not-string",
+    ],
 )
 def test_malformed_pods_raise_pod_error(obj: Any, needle: str) -> None:
     with pytest.raises(PodError, match=needle.replace("[", r"\[").replace("]", r"\]")):

@@ -31,6 +31,9 @@ MALFORMED = {
     "no name": (lambda p: p["metadata"].pop("name"), "metadata.name"),
     "label not a string": (lambda p: p["metadata"].__setitem__("labels", {"a": 1}), "metadata.labels.a"),
     "priority not an int": (lambda p: p["spec"].__setitem__("priority", "high"), "spec.priority"),
+    # found by the POST probe: a list here was a 500 (TypeError in the QoS lookup)
+    "qosClass not a string": (lambda p: p.setdefault("status", {}).__setitem__("qosClass", ["x"]), "status.qosClass"),
+    "uid not a string": (lambda p: p["metadata"].__setitem__("uid", {"a": 1}), "metadata.uid"),
 }
 
 

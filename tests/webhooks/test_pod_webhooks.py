@@ -290,12 +290,14 @@ def test_malformed_pod_is_denied_400_with_uid(server: LiveServer) -> None:
     assert server.client.post("/mutate-pod", json=body).status_code == 400
 
 
-def test_bad_extended_resource_spec_annotation_answers_500(server: LiveServer) -> None:
+@pytest.mark.parametrize("annotation", ["{nope", '"x"', "[1]", '{"containers": {"c": 1}}', "1e400"])
+def test_bad_extended_resource_spec_annotation_answers_400(server: LiveServer, annotation: str) -> None:
+    # upstream's message; upstream's code is 500, but the malformed annotation is the request's: 400
     pod = sample_pod()
-    pod["metadata"]["annotations"]["node.koordinator.sh/extended-resource-spec"] = "{nope"
+    pod["metadata"]["annotations"]["node.koordinator.sh/extended-resource-spec"] = annotation
     response = post(server, "/mutate-pod", review(pod))
     assert response["allowed"] is False
-    assert response["status"]["code"] == 500
+    assert response["status"]["code"] == 400
     assert response["status"]["message"].startswith("failed to get current extended resource spec, err:")
 
 

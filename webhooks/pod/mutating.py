@@ -4,8 +4,9 @@ Follows upstream's ``PodMutatingHandler.Handle`` (``pkg/webhook/pod/mutating/mut
 requests for other resources or for a subresource are allowed unchanged; CREATE runs the
 profiles then the extended-resource-spec annotation; UPDATE, DELETE and CONNECT are allowed
 unchanged. A pod without ``metadata.namespace`` is evaluated in ``request.namespace`` but the
-patch never sets the namespace. A malformed pod is answered ``allowed: false`` code 400; a
-failure while applying (missing PriorityClass, bad probability or patch, bad annotation) code 500.
+patch never sets the namespace. A malformed pod (its own extended-resource-spec annotation
+included, which upstream answers 500) is answered ``allowed: false`` code 400; a failure of a
+profile while applying (missing PriorityClass, bad probability or patch) code 500.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, error
 from webhooks.pod.jsondiff import make_patch
 from webhooks.pod.podview import decode_pod
 from webhooks.pod.profiles import ProfileError, apply_profiles
-from webhooks.pod.resources import set_extended_resource_spec
+from webhooks.pod.resources import ExtendedResourceSpecError, set_extended_resource_spec
 from webhooks.webhook import AdmissionError, WebhookContext
 
 
@@ -40,6 +41,8 @@ def mutate_pod(req: AdmissionRequest, ctx: WebhookContext) -> AdmissionResponse:
     try:
         pod, mutated = apply_profiles(ctx.cache, pod, namespace, ctx.rng)
         mutated = set_extended_resource_spec(pod) or mutated
+    except ExtendedResourceSpecError as exc:
+        return errored(req.uid, str(exc), 400)
     except (ProfileError, ValueError) as exc:
         if isinstance(exc, AdmissionError):
             raise

@@ -112,12 +112,20 @@ def _normalised(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class ExtendedResourceSpecError(ValueError):
+    """The pod's own ``node.koordinator.sh/extended-resource-spec`` annotation cannot be read.
+
+    The message is upstream's (``failed to get current extended resource spec, err: ...``). Upstream
+    answers it with code 500; it is the request's object that is malformed, so ``/mutate-pod`` answers
+    400, as for any other malformed pod.
+    """
+
+
 def set_extended_resource_spec(pod: dict[str, Any]) -> bool:
     """``mutateByExtendedResources``: write the annotation when it differs from the pod's batch resources.
 
     Raises:
-        ValueError: the existing annotation is not valid JSON of that shape (upstream answers 500:
-            ``failed to get current extended resource spec, err: ...``).
+        ExtendedResourceSpecError: the existing annotation is not valid JSON of that shape.
     """
     wanted = extended_resource_spec(pod)
     meta = pod.setdefault("metadata", {})
@@ -131,7 +139,7 @@ def set_extended_resource_spec(pod: dict[str, Any]) -> bool:
             current = parsed
             current_norm = _normalised(current)
         except (orjson.JSONDecodeError, ValueError, QuantityError, AttributeError, TypeError) as exc:
-            raise ValueError(f"failed to get current extended resource spec, err: {exc}") from None
+            raise ExtendedResourceSpecError(f"failed to get current extended resource spec, err: {exc}") from None
     else:
         current_norm = {}
     if _normalised(wanted) == current_norm:

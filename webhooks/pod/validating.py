@@ -25,7 +25,7 @@ from typing import Any
 from app.api.koordext import BATCH_CPU, BATCH_MEMORY, LABEL_POD_PRIORITY, LABEL_POD_QOS, PriorityClass, QoSClass
 from app.api.quantity import format_milli
 from webhooks.admission import AdmissionRequest, AdmissionResponse, allow, errored
-from webhooks.pod.fielderrors import FieldError, aggregate, forbidden, immutable, invalid, required
+from webhooks.fielderrors import FieldError, aggregate, forbidden, immutable, invalid, required
 from webhooks.pod.mutating import is_pod_request
 from webhooks.pod.podview import decode_pod, labels_of, raw_priority_class, raw_qos
 from webhooks.pod.quota import validate_add_pod, validate_update_pod
