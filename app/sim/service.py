@@ -16,6 +16,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -61,17 +62,22 @@ class InProcessService:
 
     Args:
         config: the plugin configuration of the service.
+        cluster: cluster files the service starts with (a file or directory, read once, as
+            ``koord scheduler --cluster`` reads them: ``koord sim whatif``); None: an empty cluster.
         loop: uvicorn's loop setting (``auto``: uvloop when installed; ``asyncio``).
         http: uvicorn's HTTP implementation (``auto``: httptools when installed).
 
     Raises (on enter):
         ConfigError: the plugin configuration is invalid.
-        ServiceError: the server did not become ready in :data:`START_TIMEOUT` seconds.
+        ServiceError: the server did not become ready in :data:`START_TIMEOUT` seconds (or exited: the
+            cluster files could not be loaded).
     """
 
-    def __init__(self, config: SchedulerConfig, *, loop: str = "auto", http: str = "auto") -> None:
+    def __init__(
+        self, config: SchedulerConfig, *, cluster: Path | None = None, loop: str = "auto", http: str = "auto"
+    ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-sim-")
-        self.source = SimSource(self._tmp.name)
+        self.source = SimSource(cluster if cluster is not None else self._tmp.name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.app = create_app(self.source, config, background=[self._capture_loop])
         self._socket = listening_socket()
