@@ -1,8 +1,9 @@
 """``koord snapshot``: a live cluster as cluster files, the format ``koord scheduler --cluster DIR`` reads.
 
 What is read (through the project's one API client, :class:`app.client.sync.Client`, paginated LISTs):
-the kinds of :data:`SNAPSHOT_KINDS` cluster-wide, and in ``koordinator-system`` only the ConfigMaps
-of :data:`KOORDINATOR_CONFIGMAPS` (each by name: no other ConfigMap and no Secret is ever requested).
+the kinds of :data:`~app.server.snapshot_routes.SNAPSHOT_KINDS` cluster-wide, and in ``koordinator-system``
+only the ConfigMaps of :data:`~app.server.snapshot_routes.KOORDINATOR_CONFIGMAPS` (each by name: no other
+ConfigMap and no Secret is ever requested).
 A kind whose collection the API server does not serve (its CRD not installed: 404) or RBAC refuses
 (403) is skipped and named in :attr:`Snapshot.skipped`.
 
@@ -40,25 +41,15 @@ from app.api.manifests import SafeLoader
 from app.api.podfields import kept_annotation, trim_pod
 from app.api.timeparse import parse_time
 from app.client.errors import Forbidden, NotFound
+from app.server.snapshot_routes import KOORDINATOR_CONFIGMAPS, SNAPSHOT_KINDS
 from app.sources.files import ANNOTATION_STAMP_UPDATE_TIME
 
-#: Kinds a snapshot holds, in the order they are read and written.
-SNAPSHOT_KINDS: tuple[str, ...] = (
-    "Node",
-    "Pod",
-    "NodeMetric",
-    "NodeSLO",
-    "Device",
-    "ElasticQuota",
-    "PodGroup",
-    "Reservation",
-)
-#: Koordinator's namespace and the only ConfigMaps read there (by name).
+#: Koordinator's namespace; the only ConfigMaps read there (by name) are
+#: :data:`~app.server.snapshot_routes.KOORDINATOR_CONFIGMAPS`.
 KOORDINATOR_NAMESPACE = "koordinator-system"
-#: The extender's plugin configuration (its ``config.yaml`` key) and the slo-controller's ConfigMap.
+#: The extender's plugin configuration (its ``config.yaml`` key).
 PLUGIN_CONFIGMAP = "koord-scheduler-extender-config"
 PLUGIN_CONFIG_KEY = "config.yaml"
-KOORDINATOR_CONFIGMAPS: tuple[str, ...] = (PLUGIN_CONFIGMAP, "slo-controller-config")
 #: Where a fresh NodeMetric's original ``status.updateTime`` is kept.
 ANNOTATION_SNAPSHOT_UPDATE_TIME = "koordinator-py.io/snapshot-update-time"
 #: LoadAwareScheduling's default ``nodeMetricExpirationSeconds`` (upstream defaults.go).
@@ -323,8 +314,48 @@ def snapshot_config(directory: Path) -> dict[str, Any] | None:
     """
     from app.api.manifests import ManifestError, load_objects
 
+    own = directory / file_name("ConfigMap")
     try:
-        objects = load_objects(directory)
+        objects = load_objects(own if own.is_file() else directory)
     except ManifestError as exc:
         raise SnapshotError(str(exc)) from None
     return plugin_config_of(list(objects.get("ConfigMap", {}).values()))
+
+
+def config_configmap(config: dict[str, Any]) -> dict[str, Any]:
+    """The ConfigMap :data:`PLUGIN_CONFIGMAP` holding the plugin configuration mapping ``config`` as its
+    ``config.yaml`` (how the manifests deploy it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PLUGIN_CONFIGMAP, "namespace": KOORDINATOR_NAMESPACE},
+        "data": {PLUGIN_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
+    }
+
+
+def read_service(answer: dict[str, Any], taken_at: float) -> Snapshot:
+    """A :class:`Snapshot` from a koord service's ``GET /apis/v1/snapshot`` answer: its objects, its
+    Koordinator ConfigMaps, and the plugin configuration it runs with as :data:`PLUGIN_CONFIGMAP`
+    (replacing the cluster's, which may differ from what the service was started with).
+
+    Raises:
+        SnapshotError: the answer is not shaped as the endpoint answers.
+    """
+    objects = answer.get("objects")
+    configmaps = answer.get("configmaps") or []
+    config = answer.get("config")
+    if not isinstance(objects, dict) or not isinstance(configmaps, list) or not isinstance(config, dict):
+        raise SnapshotError("the service's /apis/v1/snapshot answer lacks objects, configmaps or config")
+    kept = [
+        cm for cm in configmaps if isinstance(cm, dict) and (cm.get("metadata") or {}).get("name") != PLUGIN_CONFIGMAP
+    ]
+    lists = {
+        k: [o for o in v if isinstance(o, dict)]
+        for k, v in objects.items()
+        if k in SNAPSHOT_KINDS and isinstance(v, list)
+    }
+    snap = build_snapshot(lists, [*kept, config_configmap(config)], taken_at=taken_at)
+    dropped = answer.get("dropped")
+    if isinstance(dropped, dict):
+        snap.dropped.update({str(k): int(v) for k, v in dropped.items() if isinstance(v, int)})
+    return snap

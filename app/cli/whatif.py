@@ -1,0 +1,163 @@
+"""``koord sim whatif``: the same pods on identical copies of a cluster snapshot under several configurations.
+
+``koord sim`` stays the trace replay it was (every option as before); :class:`SimCommand` only hands
+``koord sim whatif ...`` to :func:`whatif` before the replay's options are parsed. The engine is
+:mod:`app.sim.whatif` (imported when the command runs, after checking that the ``sim`` extra is installed).
+
+Configurations: ``--config A.yaml --config B.yaml`` (as many as wanted, in that order); one ``--config B``
+compares the snapshot's own configuration (or the defaults when it holds none) with B; none compares the
+snapshot's own configuration with the defaults.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from typer.core import TyperCommand
+
+from app.cli.helpstyle import name_values
+from app.cli.sim import _fail, require_sim_extra
+
+#: The sub-command of ``koord sim`` this module adds.
+WHATIF = "whatif"
+OUTPUTS = ("table", "json")
+
+
+def whatif(
+    cluster: Annotated[Path, typer.Option(metavar="DIR", help="The snapshot's cluster files (koord snapshot -o DIR).")],
+    config: Annotated[
+        list[Path] | None,
+        typer.Option(metavar="FILE", help="A plugin configuration to compare; repeatable, in order (A, B, ...)."),
+    ] = None,
+    pending: Annotated[
+        bool, typer.Option("--pending", help="Place the snapshot's pending pods (the default without --workload).")
+    ] = False,
+    workload: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="Place these pods instead: templates with counts, optional gang and quota."),
+    ] = None,
+    seed: Annotated[int, typer.Option(metavar="INTEGER", help="Seed of kube-scheduler's tie-breaks.")] = 42,
+    output: Annotated[str, typer.Option("-o", "--output", metavar="[table|json]", help="table or json.")] = "table",
+    plot: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write a PNG of per-node cpu utilisation per configuration.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """What would these settings do to my cluster? Places the same pods on identical copies of a snapshot under
+    each configuration, through the real extender verbs, and reports them side by side: pods placed and
+    unschedulable (by reason, as koord explain words it), requested and estimated-real utilisation per node,
+    nodes over the LoadAware threshold, GPU allocation and fragmentation, each quota's runtime and used, gangs
+    completed, then the pods placed differently.
+    """
+    require_sim_extra()
+    import orjson
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from app.framework.config import ConfigError, default_config, load_config, parse_config
+    from app.plugins.registry import default_registry
+    from app.sim.errors import SimInputError
+    from app.sim.service import ServiceError
+    from app.sim.snapshot import SnapshotError, snapshot_config
+    from app.sim.whatif import Configuration, WhatIfError, run_whatif
+    from app.sim.whatifreport import changed_table, plot_whatif, summary_table
+    from app.sim.whatifworkload import load_workload
+
+    if output not in OUTPUTS:
+        _fail(f"-o/--output: expected one of {', '.join(OUTPUTS)}, got {output!r}")
+    if pending and workload is not None:
+        _fail("--pending and --workload exclude each other")
+    if not cluster.is_dir() and not cluster.is_file():
+        _fail(f"--cluster {cluster}: no such file or directory")
+    known = default_registry().names()
+    configurations: list[Configuration] = []
+    try:
+        given = [Configuration(path.stem, load_config(path, known)) for path in config or []]
+        if len(given) < 2:
+            own = snapshot_config(cluster)
+            if own is None and not given:
+                _fail(
+                    f"--cluster {cluster} holds no plugin configuration (ConfigMap koordinator-system/"
+                    "koord-scheduler-extender-config): give two --config files to compare"
+                )
+            first = (
+                Configuration("snapshot", parse_config(own, known))
+                if own is not None
+                else Configuration("defaults", default_config(known))
+            )
+            second = given or [Configuration("defaults", default_config(known))]
+            given = [first, *second]
+        seen: dict[str, int] = {}
+        for c in given:
+            seen[c.name] = seen.get(c.name, 0) + 1
+            name = c.name if seen[c.name] == 1 else f"{c.name}#{seen[c.name]}"
+            configurations.append(Configuration(name, c.config))
+        created = load_workload(workload) if workload is not None else None
+    except ConfigError as exc:
+        _fail(f"invalid config: {exc}")
+    except (SnapshotError, SimInputError) as exc:
+        _fail(str(exc))
+    probe = Console(stderr=output == "json")
+    console = Console(stderr=output == "json", width=None if probe.is_terminal else 140)  # rows unwrapped in files
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=quiet,
+    ) as progress:
+        tasks = {c.name: progress.add_task(c.name, total=None) for c in configurations}
+
+        def report(name: str, done: int, total: int) -> None:
+            progress.update(tasks[name], completed=done, total=total)
+
+        try:
+            result = run_whatif(cluster, configurations, created, seed, report)
+        except ConfigError as exc:
+            _fail(f"invalid config: {exc}")
+        except (ServiceError, WhatIfError) as exc:
+            _fail(str(exc))
+    if output == "json":
+        sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        console.print(summary_table(result))
+        if result.changed():
+            console.print(changed_table(result))
+        else:
+            console.print("No pod placed differently.")
+    if plot is not None:
+        try:
+            plot_whatif(result, plot)
+        except OSError as exc:
+            _fail(f"{plot}: cannot write: {exc.strerror}")
+
+
+def _whatif_command() -> Any:
+    """:func:`whatif` as a click command, its values named as the rest of ``koord --help`` names them."""
+    app = typer.Typer(add_completion=False)
+    app.command(name=WHATIF)(whatif)
+    command = typer.main.get_command(app)
+    name_values(command)
+    return command
+
+
+class SimCommand(TyperCommand):
+    """``koord sim``: the trace replay, unless its first argument is ``whatif``: then :func:`whatif` parses
+    the rest (``koord sim whatif --help`` is its help). Every other invocation is the replay's, unchanged."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        """The replay's context, or, for ``whatif ...``, the what-if command's under a ``koord sim`` context."""
+        if args and args[0] == WHATIF:
+            sim_ctx = typer.Context(self, info_name=info_name, parent=parent)
+            return _whatif_command().make_context(WHATIF, list(args[1:]), parent=sim_ctx)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault(
+            "epilog", "koord sim whatif --help: compare configurations on a snapshot of your own cluster."
+        )
+        super().__init__(*args, **kwargs)
