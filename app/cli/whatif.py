@@ -75,6 +75,7 @@ def whatif(
     known = default_registry().names()
     configurations: list[Configuration] = []
     try:
+        created = load_workload(workload) if workload is not None else None
         given = [Configuration(path.stem, load_config(path, known)) for path in config or []]
         if len(given) < 2:
             own = snapshot_config(cluster)
@@ -95,7 +96,6 @@ def whatif(
             seen[c.name] = seen.get(c.name, 0) + 1
             name = c.name if seen[c.name] == 1 else f"{c.name}#{seen[c.name]}"
             configurations.append(Configuration(name, c.config))
-        created = load_workload(workload) if workload is not None else None
     except ConfigError as exc:
         _fail(f"invalid config: {exc}")
     except (SnapshotError, SimInputError) as exc:
@@ -157,7 +157,6 @@ class SimCommand(TyperCommand):
         return super().make_context(info_name, args, parent=parent, **extra)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault(
-            "epilog", "koord sim whatif --help: compare configurations on a snapshot of your own cluster."
-        )
+        if not kwargs.get("epilog"):
+            kwargs["epilog"] = "koord sim whatif --help: compare configurations on a snapshot of your own cluster."
         super().__init__(*args, **kwargs)
