@@ -11,6 +11,7 @@ snapshot's own configuration with the defaults.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -46,6 +47,22 @@ def whatif(
         Path | None, typer.Option(metavar="FILE", help="Write a PNG of per-node cpu utilisation per configuration.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    percentage_of_nodes_to_score: Annotated[
+        int,
+        typer.Option(
+            metavar="INTEGER",
+            help="kube-scheduler's percentageOfNodesToScore: it stops looking once this percent of the nodes "
+            "passed its filters and sends only those to the extender (0: its adaptive default; 100: all).",
+        ),
+    ] = 0,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            metavar="INTEGER",
+            help="Configurations run at once, each in its own process (default: one per core; 1: one after "
+            "another, with a progress bar per pod).",
+        ),
+    ] = None,
 ) -> None:
     """What would these settings do to my cluster? Places the same pods on identical copies of a snapshot under
     each configuration, through the real extender verbs, and reports them side by side: pods placed and
@@ -70,6 +87,11 @@ def whatif(
         _fail(f"-o/--output: expected one of {', '.join(OUTPUTS)}, got {output!r}")
     if pending and workload is not None:
         _fail("--pending and --workload exclude each other")
+    if not 0 <= percentage_of_nodes_to_score <= 100:
+        _fail(f"--percentage-of-nodes-to-score: must be in [0, 100], got {percentage_of_nodes_to_score}")
+    n_jobs = (os.cpu_count() or 1) if jobs is None else jobs
+    if n_jobs < 1:
+        _fail(f"--jobs: must be at least 1, got {n_jobs}")
     if not cluster.is_dir() and not cluster.is_file():
         _fail(f"--cluster {cluster}: no such file or directory")
     known = default_registry().names()
@@ -116,7 +138,7 @@ def whatif(
             progress.update(tasks[name], completed=done, total=total)
 
         try:
-            result = run_whatif(cluster, configurations, created, seed, report)
+            result = run_whatif(cluster, configurations, created, seed, report, percentage_of_nodes_to_score, n_jobs)
         except ConfigError as exc:
             _fail(f"invalid config: {exc}")
         except (ServiceError, WhatIfError) as exc:

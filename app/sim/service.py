@@ -66,16 +66,24 @@ class InProcessService:
             ``koord scheduler --cluster`` reads them: ``koord sim whatif``); None: an empty cluster.
         loop: uvicorn's loop setting (``auto``: uvloop when installed; ``asyncio``).
         http: uvicorn's HTTP implementation (``auto``: httptools when installed).
+        start_timeout: seconds to wait for ``/readyz`` (loading a large cluster takes a while).
 
     Raises (on enter):
         ConfigError: the plugin configuration is invalid.
-        ServiceError: the server did not become ready in :data:`START_TIMEOUT` seconds (or exited: the
+        ServiceError: the server did not become ready in ``start_timeout`` seconds (or exited: the
             cluster files could not be loaded).
     """
 
     def __init__(
-        self, config: SchedulerConfig, *, cluster: Path | None = None, loop: str = "auto", http: str = "auto"
+        self,
+        config: SchedulerConfig,
+        *,
+        cluster: Path | None = None,
+        loop: str = "auto",
+        http: str = "auto",
+        start_timeout: float = START_TIMEOUT,
     ) -> None:
+        self.start_timeout = start_timeout
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-sim-")
         self.source = SimSource(cluster if cluster is not None else self._tmp.name)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,7 +117,7 @@ class InProcessService:
 
     def __enter__(self) -> InProcessService:
         self.thread.start()
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if not self.thread.is_alive():
                 raise ServiceError(f"the service on port {self.port} exited during start-up")
@@ -120,7 +128,7 @@ class InProcessService:
                 pass
             time.sleep(0.02)
         self.close()
-        raise ServiceError(f"the service on port {self.port} did not become ready in {START_TIMEOUT:.0f}s")
+        raise ServiceError(f"the service on port {self.port} did not become ready in {self.start_timeout:.0f}s")
 
     def __exit__(self, *exc: object) -> None:
         self.close()

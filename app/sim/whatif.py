@@ -4,7 +4,8 @@ Each configuration gets its own in-process service (:class:`~app.sim.service.InP
 the snapshot's cluster files, read afresh, so every run starts from the same cluster. The pods to place
 (the snapshot's pending pods, or a workload file's: :mod:`app.sim.whatifworkload`) go in kube-scheduler's
 queue order through a scheduling cycle each, as kube-scheduler with our extender would run it:
-kube-scheduler's own filters (:class:`~app.sim.kubefit.KubeFit`), ``POST /filter`` with the nodes that
+kube-scheduler's own filters (:class:`~app.sim.kubefit.KubeFit`, which stops once it found
+``percentageOfNodesToScore`` of the nodes feasible, as kube-scheduler does), ``POST /filter`` with the nodes that
 passed, ``POST /prioritize`` when more than one is left, the best extender score wins (ties: uniformly at
 random, kube-scheduler's ``selectHost``, seeded by ``--seed``), ``POST /bind``. A gang's members are
 scheduled one after another, each ``/bind`` left waiting at Permit until its gang is complete (as
@@ -22,6 +23,7 @@ figures and draws the table and the plot).
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +47,8 @@ _HOST = itemgetter("Host")
 _SCORE = itemgetter("Score")
 #: Seconds between two looks at whether the service holds a gang member at Permit.
 PERMIT_POLL_SECONDS = 0.0005
+#: Seconds a service may take to load the snapshot's files.
+LOAD_TIMEOUT = 600.0
 #: Reason of a gang member not tried because an earlier member of its gang failed.
 GANG_NOT_TRIED = "Coscheduling: not tried, an earlier member of its gang failed"
 
@@ -125,6 +129,7 @@ class WhatIfRun:
         created: pods to create before placing them (a workload), or None: place the cluster's pending pods.
         seed: seed of the tie-breaks.
         progress: called with (pods done, pods in all) now and then.
+        percentage: kube-scheduler's ``percentageOfNodesToScore`` (0: its adaptive default).
     """
 
     def __init__(
@@ -134,7 +139,9 @@ class WhatIfRun:
         created: list[dict[str, Any]] | None,
         seed: int,
         progress: Callable[[int, int], None] | None = None,
+        percentage: int = 0,
     ) -> None:
+        self.percentage = percentage
         self.service = service
         self.created = created
         self.rng = np.random.default_rng(seed)
@@ -173,7 +180,8 @@ class WhatIfRun:
             )
         await settle()
         names = sorted(cache.nodes)
-        fit = KubeFit(cache, names)
+        fit = KubeFit(cache, names, self.percentage)
+        self._positions = {n: i for i, n in enumerate(names)}
         node_names = np.array(names, dtype=object)
         start = time.perf_counter()
         try:
@@ -270,6 +278,7 @@ class WhatIfRun:
         if bound.get("Error"):
             self._record(pod, None, f"bind: {bound['Error']}")
         else:
+            fit.assume(self._positions[node])
             self._record(pod, node, "", info.uid)
 
     async def _schedule_gang(self, members: list[dict[str, Any]], fit: KubeFit, node_names: Any) -> None:
@@ -292,6 +301,7 @@ class WhatIfRun:
             body = {"PodName": info.name, "PodNamespace": info.namespace, "PodUID": info.uid, "Node": node}
             poster = self._gang_posters[len(inflight)]
             task = asyncio.ensure_future(poster.post("/bind", orjson.dumps(body)))
+            fit.assume(self._positions[node])  # kube-scheduler assumes the pod before its binding cycle
             while not task.done():  # the next member's /filter must see this one assumed
                 await settle()
                 if waiting.get(info.uid) is not None:
@@ -305,6 +315,7 @@ class WhatIfRun:
             error = orjson.loads(content).get("Error")
             if error:
                 failed = True
+                fit.forget(self._positions[node])
                 self._record(pod, None, f"bind: {error}")
             else:
                 self._record(pod, node, "", uid)
@@ -318,6 +329,7 @@ def run_configuration(
     created: list[dict[str, Any]] | None,
     seed: int,
     progress: Callable[[int, int], None] | None = None,
+    percentage: int = 0,
 ) -> ConfigurationResult:
     """Start a service with ``configuration`` on the cluster files at ``cluster``, place the pods (``created``,
     or the cluster's pending pods when None), measure, stop the service.
@@ -328,10 +340,19 @@ def run_configuration(
         WhatIfError: a verb answered with an HTTP error.
     """
     t0 = time.perf_counter()
-    with InProcessService(configuration.config, cluster=cluster) as service:
+    gc.disable()  # the load allocates millions of long-lived objects: collections meanwhile only cost
+    try:
+        service = InProcessService(configuration.config, cluster=cluster, start_timeout=LOAD_TIMEOUT).__enter__()
+    finally:
+        gc.enable()
+    try:
         loaded = time.perf_counter() - t0
-        run = WhatIfRun(service, configuration.name, created, seed, progress)
+        run = WhatIfRun(service, configuration.name, created, seed, progress, percentage)
         result = service.call(run.run)
+    finally:
+        service.close()
+        gc.unfreeze()  # the service froze its cluster after the load: let this run's objects go
+        gc.collect()
     result.load_seconds = loaded
     return result
 
@@ -360,18 +381,54 @@ class WhatIfResult:
         return {"configurations": [c.to_json() for c in self.configurations], "changed": self.changed()}
 
 
+def _run_one(
+    cluster: Path, configuration: Configuration, created: list[dict[str, Any]] | None, seed: int, percentage: int
+) -> ConfigurationResult:
+    """:func:`run_configuration` without progress (a worker process's entry point).
+
+    Raises:
+        WhatIfError: any failure of the run, its message kept (the typed errors do not all survive pickling).
+    """
+    from app.framework.config import ConfigError
+    from app.sim.service import ServiceError
+
+    try:
+        return run_configuration(cluster, configuration, created, seed, None, percentage)
+    except ConfigError as exc:
+        raise WhatIfError(f"invalid config {configuration.name}: {exc}") from None
+    except ServiceError as exc:
+        raise WhatIfError(str(exc)) from None
+
+
 def run_whatif(
     cluster: Path,
     configurations: list[Configuration],
     created: list[dict[str, Any]] | None,
     seed: int,
     progress: Callable[[str, int, int], None] | None = None,
+    percentage: int = 0,
+    jobs: int = 1,
 ) -> WhatIfResult:
-    """Run every configuration, one after another, on its own copy of the cluster (see :func:`run_configuration`).
+    """Run every configuration on its own copy of the cluster (see :func:`run_configuration`): one after
+    another in this process (``jobs`` 1: ``progress`` gets each pod), or at once in up to ``jobs`` worker
+    processes (``progress`` hears of each configuration when it is done). Results in the order given.
 
     Raises:
         as :func:`run_configuration`.
     """
+    if jobs > 1 and len(configurations) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=min(jobs, len(configurations)), mp_context=context) as pool:
+            futures = [pool.submit(_run_one, cluster, c, created, seed, percentage) for c in configurations]
+            out = []
+            for configuration, future in zip(configurations, futures, strict=True):
+                out.append(future.result())
+                if progress is not None:
+                    progress(configuration.name, 1, 1)
+        return WhatIfResult(out)
     results = []
     for configuration in configurations:
 
@@ -379,5 +436,5 @@ def run_whatif(
             if progress is not None:
                 progress(name, done, total)
 
-        results.append(run_configuration(cluster, configuration, created, seed, report))
+        results.append(run_configuration(cluster, configuration, created, seed, report, percentage))
     return WhatIfResult(results)

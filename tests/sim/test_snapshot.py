@@ -193,7 +193,7 @@ def test_snapshot_round_trips_through_the_service(fake: FakeAPIServer, tmp_path:
         assert node["usage"] == {"cpu": "4", "memory": "8Gi"} and node["nodeMetricAgeSeconds"] < 60
 
     # whatif without --config: the snapshot's configuration (named snapshot) against the defaults
-    result = CliRunner().invoke(cli, ["sim", "whatif", "--cluster", str(out), "-o", "json", "--quiet"])
+    result = CliRunner().invoke(cli, ["sim", "whatif", "--cluster", str(out), "-o", "json", "--quiet", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     assert [c["name"] for c in body["configurations"]] == ["snapshot", "defaults"]
@@ -217,7 +217,9 @@ def test_snapshot_from_a_running_service(tmp_path: Path) -> None:
     names = sorted(c["metadata"]["name"] for c in configmaps)
     assert names == ["koord-scheduler-extender-config", "slo-controller-config"]
     # the configuration the service runs with (every plugin, default args) is the snapshot's
-    result = CliRunner().invoke(cli, ["sim", "whatif", "--cluster", str(out), "--pending", "-o", "json", "--quiet"])
+    result = CliRunner().invoke(
+        cli, ["sim", "whatif", "--cluster", str(out), "--pending", "-o", "json", "--quiet", "--jobs", "1"]
+    )
     assert result.exit_code == 0, result.output
     a, b = json.loads(result.stdout)["configurations"]
     assert (a["name"], b["name"]) == ("snapshot", "defaults") and a["placements"] == b["placements"]

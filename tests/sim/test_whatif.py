@@ -67,7 +67,7 @@ def test_two_loadaware_thresholds_place_the_predicted_pods_differently(
     strict, loose, workload = inputs
     png = tmp_path / "whatif.png"
     args = ["sim", "whatif", "--cluster", str(EXAMPLE_CLUSTER), "--config", str(strict), "--config", str(loose)]
-    args += ["--workload", str(workload), "-o", "json", "--quiet", "--plot", str(png)]
+    args += ["--workload", str(workload), "-o", "json", "--quiet", "--plot", str(png), "--jobs", "2"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
@@ -100,7 +100,7 @@ def test_two_loadaware_thresholds_place_the_predicted_pods_differently(
 def test_the_table_names_the_pods_placed_differently(inputs: tuple[Path, Path, Path]) -> None:
     strict, loose, workload = inputs
     args = ["sim", "whatif", "--cluster", str(EXAMPLE_CLUSTER), "--config", str(strict), "--config", str(loose)]
-    result = CliRunner().invoke(cli, [*args, "--workload", str(workload), "--quiet"])
+    result = CliRunner().invoke(cli, [*args, "--workload", str(workload), "--quiet", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     assert "Pods placed differently" in result.output
     row = next(line for line in result.output.splitlines() if "default/pin-hot-0" in line)
@@ -113,7 +113,7 @@ def test_pending_pods_of_the_snapshot(inputs: tuple[Path, Path, Path]) -> None:
     the most batch-cpu free under both settings (LoadAware filters by cpu usage only for prod pods' cpu)."""
     strict, loose, _ = inputs
     args = ["sim", "whatif", "--cluster", str(EXAMPLE_CLUSTER), "--config", str(strict), "--config", str(loose)]
-    result = CliRunner().invoke(cli, [*args, "--pending", "-o", "json", "--quiet"])
+    result = CliRunner().invoke(cli, [*args, "--pending", "-o", "json", "--quiet", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     a, b = body["configurations"]
@@ -146,7 +146,7 @@ pods:
     )
     cfg = _config(tmp_path / "a.yaml", 65)
     args = ["sim", "whatif", "--cluster", str(EXAMPLE_CLUSTER), "--config", str(cfg), "--config", str(cfg)]
-    result = CliRunner().invoke(cli, [*args, "--workload", str(workload), "-o", "json", "--quiet"])
+    result = CliRunner().invoke(cli, [*args, "--workload", str(workload), "-o", "json", "--quiet", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
     first, second = body["configurations"]
