@@ -92,6 +92,8 @@ def _node_usage(metric: dict[str, Any] | None) -> dict[str, int] | None:
 
 def _gpu_figures(service: InProcessService, names: list[str]) -> dict[str, Any]:
     cache = service.state.cache
+    if not cache.objects.get("Device"):
+        return {"gpus": 0, "allocatedPercent": None, "fragmentedFreePercent": None}
     rows = {n: i for i, n in enumerate(names)}
     usage = read_gpu_usage(cache, rows)
     gpus = int(usage.exists.sum())
@@ -116,6 +118,8 @@ def _quota_figures(service: InProcessService) -> dict[str, dict[str, Any]]:
     declared = {
         str((q.get("metadata") or {}).get("name")) for q in service.state.cache.objects.get("ElasticQuota", {}).values()
     }
+    if not declared:
+        return {}
     for plugin in service.state.framework.plugins:
         if plugin.name == "ElasticQuota" and hasattr(plugin, "manager"):
             summaries = quota_summaries(plugin.manager)
