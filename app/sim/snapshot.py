@@ -226,9 +226,9 @@ def build_snapshot(
                 else:
                     snap.expired_metrics += 1
             else:
-                meta = obj.get("metadata")
-                if isinstance(meta, dict) and "managedFields" in meta:
-                    obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+                other = obj.get("metadata")
+                if isinstance(other, dict) and "managedFields" in other:
+                    obj = {**obj, "metadata": {k: v for k, v in other.items() if k != "managedFields"}}
             out.append(obj)
         snap.objects[kind] = out
     return snap
