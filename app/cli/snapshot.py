@@ -14,8 +14,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from app.cli.output import add_columns, kube_table
 from app.cli.remote import CAOpt, InsecureOpt, fail, request
 
 #: Dropped fields listed in the table (the JSON summary lists all).
@@ -62,35 +64,38 @@ def _read_service(server: str, insecure: bool, ca: Path | None) -> Any:
         fail(str(exc))
 
 
-def summary_tables(summary: dict[str, Any], written: list[Path]) -> list[Table]:
-    """What was written (objects per kind, files) and what was left out (skipped kinds, dropped fields)."""
-    objects = Table(title="Snapshot written", box=None, title_justify="left", header_style="bold")
-    objects.add_column("KIND")
-    objects.add_column("OBJECTS", justify="right")
+def summary_lines(summary: dict[str, Any], written: list[Path], directory: Path) -> list[Table | str]:
+    """What was written (objects per kind) and what was left out (skipped kinds, dropped fields), as kubectl
+    draws tables, with one line of notes under each."""
+    objects = kube_table()
+    add_columns(objects, "kind", "objects", right=("objects",))
     for kind, count in summary["objects"].items():
         objects.add_row(kind, str(count))
     metrics = summary["nodeMetrics"]
-    objects.caption = (
-        f"{len(written)} files; NodeMetrics fresh (stamped live) {metrics['fresh']}, expired {metrics['expired']}"
-    )
-    tables = [objects]
+    out: list[Table | str] = [
+        f"Wrote {len(written)} files to {directory}:",
+        objects,
+        f"NodeMetrics fresh (stamped live when loaded): {metrics['fresh']}, expired (left expired): "
+        f"{metrics['expired']}",
+    ]
     if summary["skipped"]:
-        skipped = Table(title="Not in the snapshot", box=None, title_justify="left", header_style="bold")
-        skipped.add_column("WHAT")
-        skipped.add_column("WHY")
+        skipped = kube_table()
+        add_columns(skipped, "not in the snapshot", "why")
         for what, why in summary["skipped"].items():
-            skipped.add_row(what, why)
-        tables.append(skipped)
-    dropped = Table(title="Dropped (not read by the plugins)", box=None, title_justify="left", header_style="bold")
-    dropped.add_column("FIELD")
-    dropped.add_column("TIMES", justify="right")
+            skipped.add_row(what, escape(why))
+        out += ["", skipped]
     items = list(summary["dropped"].items())
-    for path, count in items[:TABLE_DROPPED]:
-        dropped.add_row(path, str(count))
-    if len(items) > TABLE_DROPPED:
-        dropped.caption = f"... and {len(items) - TABLE_DROPPED} more fields (--summary json lists all)"
-    tables.append(dropped)
-    return tables
+    if items:
+        dropped = kube_table()
+        add_columns(dropped, "dropped (not read by the plugins)", "times", right=("times",))
+        for path, count in items[:TABLE_DROPPED]:
+            dropped.add_row(escape(path), str(count))
+        out += ["", dropped]
+        if len(items) > TABLE_DROPPED:
+            out.append(f"... and {len(items) - TABLE_DROPPED} more fields (--summary json lists all)")
+    else:
+        out += ["", "Nothing dropped."]
+    return out
 
 
 def snapshot(
@@ -135,5 +140,5 @@ def snapshot(
         typer.echo(orjson.dumps({**body, "directory": str(output), "files": [p.name for p in written]}).decode())
         return
     console = Console()
-    for table in summary_tables(body, written):
-        console.print(table)
+    for part in summary_lines(body, written, output):
+        console.print(part, highlight=False, soft_wrap=isinstance(part, str))
