@@ -159,7 +159,7 @@ def bench_whatif(cluster: Path, seed: int, jobs: int) -> dict[str, Any]:
     """Both configurations on ``cluster``'s pending pods; per configuration and total figures."""
     from app.framework.config import parse_config
     from app.plugins.registry import default_registry
-    from app.sim.whatif import Configuration, run_whatif
+    from app.sim.whatif import Configuration, RunOptions, run_whatif
 
     known = default_registry().names()
     configurations = [
@@ -173,7 +173,7 @@ def bench_whatif(cluster: Path, seed: int, jobs: int) -> dict[str, Any]:
         for name, cpu in CONFIGS.items()
     ]
     t0 = time.perf_counter()
-    result = run_whatif(cluster, configurations, None, seed, jobs=jobs)
+    result = run_whatif(cluster, configurations, None, RunOptions(seed), jobs=jobs)
     total = time.perf_counter() - t0
     runs = {
         c.name: {

@@ -55,6 +55,14 @@ def whatif(
             "passed its filters and sends only those to the extender (0: its adaptive default; 100: all).",
         ),
     ] = 0,
+    scheduler_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="TEXT",
+            help="Place only the pending pods of this spec.schedulerName (koord-scheduler in the manifests; "
+            "absent counts as default-scheduler); repeatable (default: every pending pod).",
+        ),
+    ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -79,7 +87,7 @@ def whatif(
     from app.sim.errors import SimInputError
     from app.sim.service import ServiceError
     from app.sim.snapshot import SnapshotError, snapshot_config
-    from app.sim.whatif import Configuration, WhatIfError, run_whatif
+    from app.sim.whatif import Configuration, RunOptions, WhatIfError, run_whatif
     from app.sim.whatifreport import changed_table, plot_whatif, summary_table
     from app.sim.whatifworkload import load_workload
 
@@ -138,7 +146,8 @@ def whatif(
             progress.update(tasks[name], completed=done, total=total)
 
         try:
-            result = run_whatif(cluster, configurations, created, seed, report, percentage_of_nodes_to_score, n_jobs)
+            options = RunOptions(seed, percentage_of_nodes_to_score, tuple(scheduler_name or ()))
+            result = run_whatif(cluster, configurations, created, options, report, n_jobs)
         except ConfigError as exc:
             _fail(f"invalid config: {exc}")
         except (ServiceError, WhatIfError) as exc:

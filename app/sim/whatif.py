@@ -124,6 +124,28 @@ def _key(pod: dict[str, Any]) -> str:
     return f"{meta.get('namespace') or 'default'}/{meta['name']}"
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How every configuration places the pods.
+
+    Attributes:
+        seed: seed of kube-scheduler's tie-breaks (the same for every configuration).
+        percentage: kube-scheduler's ``percentageOfNodesToScore`` (0: its adaptive default; 100: every node).
+        scheduler_names: the snapshot's pending pods placed are those whose ``spec.schedulerName`` (absent:
+            ``default-scheduler``) is one of these; empty: every pending pod.
+    """
+
+    seed: int = 42
+    percentage: int = 0
+    scheduler_names: tuple[str, ...] = ()
+
+    def places(self, pod: dict[str, Any]) -> bool:
+        """Whether a pending pod is one this run places (by its scheduler name)."""
+        if not self.scheduler_names:
+            return True
+        return ((pod.get("spec") or {}).get("schedulerName") or "default-scheduler") in self.scheduler_names
+
+
 class WhatIfRun:
     """One configuration's run on a started service (its coroutine :meth:`run` runs on the server's loop).
 
@@ -131,9 +153,8 @@ class WhatIfRun:
         service: the started service, its cluster loaded.
         name: the configuration's name.
         created: pods to create before placing them (a workload), or None: place the cluster's pending pods.
-        seed: seed of the tie-breaks.
+        options: seed, ``percentageOfNodesToScore`` and which pending pods (:class:`RunOptions`).
         progress: called with (pods done, pods in all) now and then.
-        percentage: kube-scheduler's ``percentageOfNodesToScore`` (0: its adaptive default).
     """
 
     def __init__(
@@ -141,14 +162,13 @@ class WhatIfRun:
         service: InProcessService,
         name: str,
         created: list[dict[str, Any]] | None,
-        seed: int,
+        options: RunOptions,
         progress: Callable[[int, int], None] | None = None,
-        percentage: int = 0,
     ) -> None:
-        self.percentage = percentage
+        self.options = options
         self.service = service
         self.created = created
-        self.rng = np.random.default_rng(seed)
+        self.rng = np.random.default_rng(options.seed)
         self.progress = progress
         self.result = ConfigurationResult(name)
         self._poster = AsyncPoster("127.0.0.1", service.port)
@@ -180,11 +200,15 @@ class WhatIfRun:
                 if not p.node_name and not p.terminated and uid not in cache.assumed
             ]
             pods = queue_order(
-                [o for uid in pending if (o := cache.pod_objects.get(uid)) is not None and is_pending(o)]
+                [
+                    o
+                    for uid in pending
+                    if (o := cache.pod_objects.get(uid)) is not None and is_pending(o) and self.options.places(o)
+                ]
             )
         await settle()
         names = sorted(cache.nodes)
-        fit = KubeFit(cache, names, self.percentage)
+        fit = KubeFit(cache, names, self.options.percentage)
         self._positions = {n: i for i, n in enumerate(names)}
         node_names = np.array(names, dtype=object)
         start = time.perf_counter()
@@ -331,9 +355,8 @@ def run_configuration(
     cluster: Path,
     configuration: Configuration,
     created: list[dict[str, Any]] | None,
-    seed: int,
+    options: RunOptions,
     progress: Callable[[int, int], None] | None = None,
-    percentage: int = 0,
 ) -> ConfigurationResult:
     """Start a service with ``configuration`` on the cluster files at ``cluster``, place the pods (``created``,
     or the cluster's pending pods when None), measure, stop the service.
@@ -351,7 +374,7 @@ def run_configuration(
         gc.enable()
     try:
         loaded = time.perf_counter() - t0
-        run = WhatIfRun(service, configuration.name, created, seed, progress, percentage)
+        run = WhatIfRun(service, configuration.name, created, options, progress)
         result = service.call(run.run)
         result.cpu_seconds = time.process_time() - cpu0
     finally:
@@ -387,7 +410,7 @@ class WhatIfResult:
 
 
 def _run_one(
-    cluster: Path, configuration: Configuration, created: list[dict[str, Any]] | None, seed: int, percentage: int
+    cluster: Path, configuration: Configuration, created: list[dict[str, Any]] | None, options: RunOptions
 ) -> ConfigurationResult:
     """:func:`run_configuration` without progress (a worker process's entry point).
 
@@ -398,7 +421,7 @@ def _run_one(
     from app.sim.service import ServiceError
 
     try:
-        return run_configuration(cluster, configuration, created, seed, None, percentage)
+        return run_configuration(cluster, configuration, created, options, None)
     except ConfigError as exc:
         raise WhatIfError(f"invalid config {configuration.name}: {exc}") from None
     except ServiceError as exc:
@@ -409,9 +432,8 @@ def run_whatif(
     cluster: Path,
     configurations: list[Configuration],
     created: list[dict[str, Any]] | None,
-    seed: int,
+    options: RunOptions,
     progress: Callable[[str, int, int], None] | None = None,
-    percentage: int = 0,
     jobs: int = 1,
 ) -> WhatIfResult:
     """Run every configuration on its own copy of the cluster (see :func:`run_configuration`): one after
@@ -427,7 +449,7 @@ def run_whatif(
 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=min(jobs, len(configurations)), mp_context=context) as pool:
-            futures = [pool.submit(_run_one, cluster, c, created, seed, percentage) for c in configurations]
+            futures = [pool.submit(_run_one, cluster, c, created, options) for c in configurations]
             out = []
             for configuration, future in zip(configurations, futures, strict=True):
                 out.append(future.result())
@@ -441,5 +463,5 @@ def run_whatif(
             if progress is not None:
                 progress(name, done, total)
 
-        results.append(run_configuration(cluster, configuration, created, seed, report, percentage))
+        results.append(run_configuration(cluster, configuration, created, options, report))
     return WhatIfResult(results)

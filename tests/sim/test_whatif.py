@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli.main import cli
+from app.sim.kubefit import num_feasible_nodes_to_find
 from tests.conftest import EXAMPLE_CLUSTER
 
 WORKLOAD = """
@@ -208,3 +209,24 @@ def test_koord_sim_keeps_its_replay_and_points_to_whatif() -> None:
         assert python_name not in whatif_help.output
     missing = runner.invoke(cli, ["sim"])  # the replay's own options, as before: --nodes is required
     assert missing.exit_code == 2 and "--nodes" in missing.output
+
+
+def test_scheduler_name_selects_the_pending_pods(inputs: tuple[Path, Path, Path]) -> None:
+    """batch-job-1 names no scheduler (default-scheduler): not placed when only koord-scheduler's pods are."""
+    strict, loose, _ = inputs
+    args = ["sim", "whatif", "--cluster", str(EXAMPLE_CLUSTER), "--config", str(strict), "--config", str(loose)]
+    args += ["--pending", "-o", "json", "--quiet", "--jobs", "1"]
+    only_koord = CliRunner().invoke(cli, [*args, "--scheduler-name", "koord-scheduler"])
+    assert only_koord.exit_code == 0, only_koord.output
+    assert [c["pods"] for c in json.loads(only_koord.stdout)["configurations"]] == [0, 0]
+    default = CliRunner().invoke(cli, [*args, "--scheduler-name", "default-scheduler"])
+    assert [c["pods"] for c in json.loads(default.stdout)["configurations"]] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "expected"),
+    [(50, 0, 50), (150, 0, 100), (1000, 0, 420), (5000, 0, 500), (10000, 0, 500), (5000, 100, 5000), (5000, 1, 100)],
+)
+def test_kube_scheduler_looks_for_so_many_feasible_nodes(nodes: int, percentage: int, expected: int) -> None:
+    """``numFeasibleNodesToFind``: all below 100 nodes, else 50 - nodes/125 percent (at least 5), at least 100."""
+    assert num_feasible_nodes_to_find(nodes, percentage) == expected
