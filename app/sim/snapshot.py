@@ -26,6 +26,7 @@ written with the other ConfigMaps; ``koord sim whatif`` reads it from there (:fu
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -248,6 +249,16 @@ def read_cluster(client: Any, progress: Callable[[str, int], None] | None = None
         SnapshotError: the plugin configuration ConfigMap is malformed.
     """
     taken_at = time.time()
+    collecting = gc.isenabled()
+    gc.disable()  # every object read lives until written: collections during the read only cost
+    try:
+        return _read_cluster(client, taken_at, progress)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_cluster(client: Any, taken_at: float, progress: Callable[[str, int], None] | None) -> Snapshot:
     objects: dict[str, list[dict[str, Any]]] = {}
     skipped: dict[str, str] = {}
     for kind in SNAPSHOT_KINDS:
