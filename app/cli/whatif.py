@@ -151,7 +151,7 @@ def whatif(
         except ConfigError as exc:
             _fail(f"invalid config: {exc}")
         except (ServiceError, WhatIfError) as exc:
-            _fail(str(exc))
+            _fail(_files_problem(cluster) or str(exc))
     if output == "json":
         sys.stdout.write(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -165,6 +165,18 @@ def whatif(
             plot_whatif(result, plot)
         except OSError as exc:
             _fail(f"{plot}: cannot write: {exc.strerror}")
+
+
+def _files_problem(cluster: Path) -> str | None:
+    """What is wrong with the cluster files at ``cluster`` (the file and document), or None when they load: a
+    service that did not start says only that it exited."""
+    from app.api.manifests import ManifestError, load_objects
+
+    try:
+        load_objects(cluster)
+    except ManifestError as exc:
+        return f"--cluster: {exc}"
+    return None
 
 
 def _whatif_command() -> Any:

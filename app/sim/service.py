@@ -67,6 +67,7 @@ class InProcessService:
         loop: uvicorn's loop setting (``auto``: uvloop when installed; ``asyncio``).
         http: uvicorn's HTTP implementation (``auto``: httptools when installed).
         start_timeout: seconds to wait for ``/readyz`` (loading a large cluster takes a while).
+        log_level: uvicorn's (``critical`` when the caller reports a failed start itself).
 
     Raises (on enter):
         ConfigError: the plugin configuration is invalid.
@@ -82,6 +83,7 @@ class InProcessService:
         loop: str = "auto",
         http: str = "auto",
         start_timeout: float = START_TIMEOUT,
+        log_level: str = "warning",
     ) -> None:
         self.start_timeout = start_timeout
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-sim-")
@@ -92,7 +94,7 @@ class InProcessService:
         self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, loop=loop, http=http
+            self.app, host="127.0.0.1", port=self.port, log_level=log_level, access_log=False, loop=loop, http=http
         )
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(

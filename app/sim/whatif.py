@@ -369,7 +369,10 @@ def run_configuration(
     t0, cpu0 = time.perf_counter(), time.process_time()
     gc.disable()  # the load allocates millions of long-lived objects: collections meanwhile only cost
     try:
-        service = InProcessService(configuration.config, cluster=cluster, start_timeout=LOAD_TIMEOUT).__enter__()
+        # a start that fails (malformed files) is reported by the caller, naming the file: no uvicorn traceback
+        service = InProcessService(
+            configuration.config, cluster=cluster, start_timeout=LOAD_TIMEOUT, log_level="critical"
+        ).__enter__()
     finally:
         gc.enable()
     try:

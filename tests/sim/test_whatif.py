@@ -230,3 +230,17 @@ def test_scheduler_name_selects_the_pending_pods(inputs: tuple[Path, Path, Path]
 def test_kube_scheduler_looks_for_so_many_feasible_nodes(nodes: int, percentage: int, expected: int) -> None:
     """``numFeasibleNodesToFind``: all below 100 nodes, else 50 - nodes/125 percent (at least 5), at least 100."""
     assert num_feasible_nodes_to_find(nodes, percentage) == expected
+
+
+def test_malformed_cluster_files_exit_2_naming_the_file(tmp_path: Path, inputs: tuple[Path, Path, Path]) -> None:
+    strict, loose, _ = inputs
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    for source in EXAMPLE_CLUSTER.glob("*.yaml"):
+        (cluster / source.name).write_text(source.read_text())
+    (cluster / "broken.yaml").write_text("kind: [\n")
+    args = ["sim", "whatif", "--cluster", str(cluster), "--config", str(strict), "--config", str(loose), "--quiet"]
+    result = CliRunner().invoke(cli, [*args, "--jobs", "1"])
+    assert result.exit_code == 2
+    assert f"--cluster: {cluster / 'broken.yaml'}: not valid YAML" in result.output.replace("\n", "")
+    assert "Traceback" not in result.output
