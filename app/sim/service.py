@@ -11,6 +11,7 @@ offers :meth:`InProcessService.call` to run a coroutine or function on the serve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import tempfile
 import threading
@@ -97,14 +98,18 @@ class InProcessService:
             self.app, host="127.0.0.1", port=self.port, log_level=log_level, access_log=False, loop=loop, http=http
         )
         self.server = uvicorn.Server(cfg)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._socket]}, name="koord-sim-server", daemon=True
-        )
+        self.thread = threading.Thread(target=self._serve, name="koord-sim-server", daemon=True)
         self.client = httpx.Client(
             base_url=self.url,
             headers={"Content-Type": "application/json"},
             transport=KeepAliveTransport("127.0.0.1", self.port),
         )
+
+    def _serve(self) -> None:
+        """The server thread: uvicorn's ``run``; a failed start (it calls ``sys.exit``) ends the thread quietly,
+        :meth:`__enter__` reports it."""
+        with contextlib.suppress(SystemExit):
+            self.server.run(sockets=[self._socket])
 
     async def _capture_loop(self, state: ServiceState) -> None:
         """A service-lifetime background task whose only job is to learn the server's loop."""
