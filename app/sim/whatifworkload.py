@@ -15,10 +15,9 @@ A workload file (YAML or JSON) lists pod templates with counts::
               - name: web
                 resources: {requests: {cpu: "2", memory: 4Gi}}
 
-Gangs use the gang annotations (``pod-group.scheduling.sigs.k8s.io/name``, ``.../min-available``)
-that the Coscheduling plugin reads without a PodGroup object, and
-``gang.scheduling.koordinator.sh/waiting-time`` (10s unless the template sets one), so a gang that
-cannot complete releases its members quickly.
+Gangs use Koordinator's gang annotations, which the Coscheduling plugin reads without a PodGroup object:
+``gang.scheduling.koordinator.sh/name``, ``.../min-available`` and ``.../waiting-time`` (10s unless the
+template sets one, so a gang that cannot complete releases its members quickly).
 """
 
 from __future__ import annotations
@@ -29,12 +28,12 @@ from typing import Any
 
 import yaml
 
+from app.api.coscheduling import ANNOTATION_GANG_MIN_NUM as ANNOTATION_GANG_MIN
+from app.api.coscheduling import ANNOTATION_GANG_NAME, gang_id, gang_name
+from app.api.coscheduling import ANNOTATION_GANG_WAIT_TIME as ANNOTATION_GANG_WAIT
 from app.api.manifests import SafeLoader
 from app.sim.errors import SimInputError
 
-ANNOTATION_GANG_NAME = "pod-group.scheduling.sigs.k8s.io/name"
-ANNOTATION_GANG_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-ANNOTATION_GANG_WAIT = "gang.scheduling.koordinator.sh/waiting-time"
 LABEL_QUOTA = "quota.scheduling.koordinator.sh/name"
 #: A workload gang's wait at Permit unless its template says.
 DEFAULT_GANG_WAIT = "10s"
@@ -45,15 +44,14 @@ _TERMINAL = ("Succeeded", "Failed")
 
 
 def gang_of(pod: dict[str, Any]) -> str | None:
-    """``namespace/name`` of the gang a pod belongs to (gang annotation or ``scheduling.k8s.io/group-name``
-    label of a PodGroup), None for a pod in no gang."""
+    """``namespace/name`` of the gang a pod belongs to, as the Coscheduling plugin finds it
+    (:func:`app.api.coscheduling.gang_name`: the PodGroup label, the lightweight name label, the gang
+    annotation), None for a pod in no gang."""
     meta = pod.get("metadata") or {}
-    name = (meta.get("annotations") or {}).get(ANNOTATION_GANG_NAME) or (meta.get("labels") or {}).get(
-        "scheduling.k8s.io/group-name"
-    )
-    if not name:
-        return None
-    return f"{meta.get('namespace') or 'default'}/{name}"
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    name = gang_name(labels or {}, annotations or {})
+    return gang_id(meta.get("namespace") or "default", name) if name else None
 
 
 def is_pending(pod: dict[str, Any]) -> bool:

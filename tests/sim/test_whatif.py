@@ -125,7 +125,8 @@ def test_pending_pods_of_the_snapshot(inputs: tuple[Path, Path, Path]) -> None:
 
 def test_a_gang_and_a_quota_from_the_workload(tmp_path: Path) -> None:
     """A gang of 3 that fits completes; a gang of 3 pinned to node-hot cannot (LoadAware refuses node-hot
-    under the default 65 %): its first member fails and the others are not tried."""
+    at 65 %): its first member fails and the others are not tried; a gang whose second member fits nowhere
+    loses its first one too (the Coscheduling plugin's all or nothing)."""
     workload = tmp_path / "w.yaml"
     workload.write_text(
         """
@@ -143,6 +144,13 @@ pods:
       spec:
         nodeSelector: {kubernetes.io/hostname: node-hot}
         containers: [{name: t, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  - name: big
+    count: 2
+    gang: 2
+    template:
+      metadata: {annotations: {gang.scheduling.koordinator.sh/waiting-time: 2s}}
+      spec:
+        containers: [{name: t, resources: {requests: {cpu: "1", memory: 50Gi}}}]
 """
     )
     cfg = _config(tmp_path / "a.yaml", 65)
@@ -152,12 +160,17 @@ pods:
     body = json.loads(result.stdout)
     first, second = body["configurations"]
     assert (first["name"], second["name"]) == ("a", "a#2")
-    assert first["gangs"] == {"planned": 2, "completed": 1, "failed": 1}
+    assert first["gangs"] == {"planned": 3, "completed": 1, "failed": 2}
     assert first["placed"] == 3 and all(first["placements"][f"default/train-{i}"] for i in range(3))
-    assert first["unschedulableByReason"] == {
-        REFUSED: 1,
-        "Coscheduling: not tried, an earlier member of its gang failed": 2,
-    }
+    # all or nothing: big-0 fits node-idle (57Gi of memory free) and waits at Permit; big-1 fits no node
+    # (kube-scheduler refuses it, the extender is not asked), so big-0 is rejected when its 2s wait ends
+    # (its /bind answers an error) and neither is placed
+    assert first["placements"]["default/big-0"] is None and first["placements"]["default/big-1"] is None
+    reasons = first["unschedulableByReason"]
+    assert reasons[REFUSED] == 1
+    assert reasons["Coscheduling: not tried, an earlier member of its gang failed"] == 2  # stuck-1, stuck-2
+    assert reasons["NodeResourcesFit: Insufficient memory"] == 1
+    assert [r for r in reasons if r.startswith("bind: ")], reasons
     assert body["changed"] == []  # identical configurations, identical seed: identical placements
 
 
