@@ -246,3 +246,22 @@ def test_a_fresh_metric_is_stamped_live_and_an_expired_one_left_expired() -> Non
     assert stamp_metric(old, now, 300)[1] is True  # the configuration's own expiration decides
     snap = build_snapshot({"NodeMetric": [old]}, [], taken_at=now)
     assert (snap.fresh_metrics, snap.expired_metrics) == (0, 1)
+
+
+def test_the_service_trims_pods_before_they_leave_it(tmp_path: Path) -> None:
+    """``GET /apis/v1/snapshot``: pods come trimmed (no env crosses the wire), with what was dropped and the
+    plugin configuration the service runs with."""
+    cluster = tmp_path / "cluster"
+    cluster.mkdir()
+    node = {"apiVersion": "v1", "kind": "Node", **_node("n1")}
+    pod = {"apiVersion": "v1", "kind": "Pod", **_pod("web-1", "n1")}
+    (cluster / "c.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node, pod]}))
+    with LiveServer(FileSource(cluster, poll_interval=0)) as srv:
+        answer = srv.client.get("/apis/v1/snapshot")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert SECRET_VALUE not in answer.text
+    assert [p["metadata"]["name"] for p in body["objects"]["Pod"]] == ["web-1"]
+    assert body["dropped"]["spec.containers[].env"] == 1
+    assert [p["name"] for p in body["config"]["plugins"]][:2] == ["NodeResourcesFit", "LoadAwareScheduling"]
+    assert [n["metadata"]["name"] for n in body["objects"]["Node"]] == ["n1"]
