@@ -191,6 +191,7 @@ def bench_whatif(cluster: Path, seed: int, jobs: int) -> dict[str, Any]:
 
 
 def main() -> None:
+    """Start the fake API server, snapshot it, run the whatif on the files, print the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=50_000, help="Bound pods.")
