@@ -3,8 +3,8 @@
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain pod NAME -n NS`` / ``--pod FILE``: ask a running service why a pod can or cannot go where.
-- ``koord agent``, ``koord manager``, ``koord sim``, ``koord certs``, ``koord quota``, ``koord gang``,
-  ``koord reservation``: in their modules.
+- ``koord agent``, ``koord manager``, ``koord sim`` (and ``koord sim whatif``), ``koord snapshot``,
+  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``: in their modules.
 """
 
 from __future__ import annotations
@@ -348,12 +348,15 @@ def _register_subcommands() -> None:
     from app.cli.quota import quota_app
     from app.cli.reservation import reservation_app
     from app.cli.sim import sim
+    from app.cli.snapshot import snapshot
+    from app.cli.whatif import SimCommand
     from app.descheduler.cli import descheduler_app
     from app.manager.cli import manager
 
     cli.command(name="agent")(agent)
     cli.command(name="manager")(manager)
-    cli.command(name="sim")(sim)
+    cli.command(name="sim", cls=SimCommand)(sim)  # koord sim whatif: app/cli/whatif.py
+    cli.command(name="snapshot")(snapshot)
     cli.command(name="certs")(certs)
     cli.add_typer(quota_app, name="quota")
     cli.add_typer(gang_app, name="gang")

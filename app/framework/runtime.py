@@ -85,6 +85,8 @@ class Framework:
 
     def __init__(self, config: SchedulerConfig, registry: Registry, handle: Handle) -> None:
         self.handle = handle
+        #: The configuration the framework was built from (``GET /apis/v1/snapshot`` answers it).
+        self.config = config
         handle.framework = self
         self.waiting_pods = handle.waiting_pods
         self.plugins: list[Plugin] = []

@@ -30,7 +30,7 @@ from app.framework.interfaces import BackgroundPlugin
 from app.framework.registry import Registry
 from app.framework.runtime import Framework
 from app.plugins.registry import default_registry
-from app.server import extender_routes, health_routes, inspect_routes, ui_routes
+from app.server import extender_routes, health_routes, inspect_routes, snapshot_routes, ui_routes
 from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
@@ -231,6 +231,7 @@ def create_app(
     if serves_extender(role):
         app.include_router(extender_routes.router)
     app.include_router(inspect_routes.router)
+    app.include_router(snapshot_routes.router)
     app.include_router(health_routes.router)
     app.include_router(ui_routes.router)
     inspect_routes.install_plugin_routes(app, state)

@@ -11,11 +11,13 @@ offers :meth:`InProcessService.call` to run a coroutine or function on the serve
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
@@ -61,34 +63,53 @@ class InProcessService:
 
     Args:
         config: the plugin configuration of the service.
+        cluster: cluster files the service starts with (a file or directory, read once, as
+            ``koord scheduler --cluster`` reads them: ``koord sim whatif``); None: an empty cluster.
         loop: uvicorn's loop setting (``auto``: uvloop when installed; ``asyncio``).
         http: uvicorn's HTTP implementation (``auto``: httptools when installed).
+        start_timeout: seconds to wait for ``/readyz`` (loading a large cluster takes a while).
+        log_level: uvicorn's (``critical`` when the caller reports a failed start itself).
 
     Raises (on enter):
         ConfigError: the plugin configuration is invalid.
-        ServiceError: the server did not become ready in :data:`START_TIMEOUT` seconds.
+        ServiceError: the server did not become ready in ``start_timeout`` seconds (or exited: the
+            cluster files could not be loaded).
     """
 
-    def __init__(self, config: SchedulerConfig, *, loop: str = "auto", http: str = "auto") -> None:
+    def __init__(
+        self,
+        config: SchedulerConfig,
+        *,
+        cluster: Path | None = None,
+        loop: str = "auto",
+        http: str = "auto",
+        start_timeout: float = START_TIMEOUT,
+        log_level: str = "warning",
+    ) -> None:
+        self.start_timeout = start_timeout
         self._tmp = tempfile.TemporaryDirectory(prefix="koord-sim-")
-        self.source = SimSource(self._tmp.name)
+        self.source = SimSource(cluster if cluster is not None else self._tmp.name)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.app = create_app(self.source, config, background=[self._capture_loop])
         self._socket = listening_socket()
         self.port = int(self._socket.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, loop=loop, http=http
+            self.app, host="127.0.0.1", port=self.port, log_level=log_level, access_log=False, loop=loop, http=http
         )
         self.server = uvicorn.Server(cfg)
-        self.thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._socket]}, name="koord-sim-server", daemon=True
-        )
+        self.thread = threading.Thread(target=self._serve, name="koord-sim-server", daemon=True)
         self.client = httpx.Client(
             base_url=self.url,
             headers={"Content-Type": "application/json"},
             transport=KeepAliveTransport("127.0.0.1", self.port),
         )
+
+    def _serve(self) -> None:
+        """The server thread: uvicorn's ``run``; a failed start (it calls ``sys.exit``) ends the thread quietly,
+        :meth:`__enter__` reports it."""
+        with contextlib.suppress(SystemExit):
+            self.server.run(sockets=[self._socket])
 
     async def _capture_loop(self, state: ServiceState) -> None:
         """A service-lifetime background task whose only job is to learn the server's loop."""
@@ -103,7 +124,7 @@ class InProcessService:
 
     def __enter__(self) -> InProcessService:
         self.thread.start()
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if not self.thread.is_alive():
                 raise ServiceError(f"the service on port {self.port} exited during start-up")
@@ -114,7 +135,7 @@ class InProcessService:
                 pass
             time.sleep(0.02)
         self.close()
-        raise ServiceError(f"the service on port {self.port} did not become ready in {START_TIMEOUT:.0f}s")
+        raise ServiceError(f"the service on port {self.port} did not become ready in {self.start_timeout:.0f}s")
 
     def __exit__(self, *exc: object) -> None:
         self.close()
