@@ -98,13 +98,17 @@ def parse_resource_status(raw: str | None) -> ResourceStatus:
         raise ResourceStatusError(f"invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ResourceStatusError(f"expected a JSON object, got {type(data).__name__}")
-    cpuset_raw = data.get("cpuset") or ""
+    cpuset_raw = data.get("cpuset")
+    if cpuset_raw is None:
+        cpuset_raw = ""
     try:
         cpuset = parse_cpuset(cpuset_raw)
     except CPUSetError as exc:
         raise ResourceStatusError(f"cpuset: {exc}") from None
     nodes: list[int] = []
-    numa = data.get("numaNodeResources") or []
+    numa = data.get("numaNodeResources")
+    if numa is None:
+        numa = []
     if not isinstance(numa, list):
         raise ResourceStatusError("numaNodeResources: expected a list")
     for i, entry in enumerate(numa):
