@@ -45,6 +45,7 @@ from app.api.quantity import QuantityError, milli_value
 from app.api.topology import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
     ANNOTATION_NODE_CPU_SHARED_POOLS,
+    ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
     ANNOTATION_RESOURCE_STATUS,
     KUBELET_CPU_MANAGER_POLICY_STATIC,
     CPUSetError,
@@ -54,8 +55,6 @@ from app.api.topology import (
 
 log = logging.getLogger("agent.qos.cpuset")
 
-#: ``node.koordinator.sh/system-qos-resource`` (``apis/extension/system_qos.go``): ``{"cpuset":"0-1"}``.
-ANNOTATION_NODE_SYSTEM_QOS_RESOURCE = "node.koordinator.sh/system-qos-resource"
 REASON = "CPUSetAllocator"
 REASON_UNSET_QUOTA = "CPUSetAllocator: unset cfs quota of a cpuset pod"
 
