@@ -621,14 +621,16 @@ class Agent:
         return written
 
     def tick(self, now: float | None = None) -> None:
-        """One round: states (when due), collection, enforcement, reports (when due)."""
+        """One round: states (when due), topology report (when changed), collection, enforcement, NodeMetric
+        report (when due)."""
         now = time.time() if now is None else now
         self.refresh_states(now)
         self.refresh_devices(now)
+        # before enforcement: the cpuset strategy takes the shared pools from the topology just published
+        self.report_topology(now)
         self.collect(now)
         self.enforce(now)
         self.report(now)
-        self.report_topology(now)
         self.last_tick = time.time()
 
     def run(self, stop: threading.Event) -> None:
