@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cgroups import CFS_PERIOD_US, CgroupPathError, CgroupVersion, read_cfs_quota, read_text
+from agent.cgroups import CFS_PERIOD_US, CgroupPathError, CgroupVersion, OpenFiles
 from agent.executor import CgroupWrite
 from agent.qos.context import NODE_CPU, QoSContext, pod_cpu_key
 from agent.qos.isolation import batch_cfs_quota
@@ -256,26 +256,14 @@ class BurstPlan:
     """One round's decisions.
 
     Attributes:
-        state: the node's shared-pool state.
+        state: the node's shared-pool state (None: no pod's policy scales quotas, so it was not computed).
         writes: ``cpu.cfs_burst_us`` and ``cpu.cfs_quota_us`` writes in the order to apply them.
         operations: ``pod key/container`` -> the final quota operation.
     """
 
-    state: str = UNKNOWN
+    state: str | None = None
     writes: list[CgroupWrite] = field(default_factory=list)
     operations: dict[str, str] = field(default_factory=dict)
-
-
-def _read_throttle(path_dir: Any) -> tuple[int, int]:
-    """``(nr_periods, nr_throttled)`` of a ``cpu.stat``. Raises OSError / ValueError."""
-    periods = throttled = 0
-    for line in read_text(path_dir / "cpu.stat").splitlines():
-        key, _, value = line.partition(" ")
-        if key == "nr_periods":
-            periods = int(value)
-        elif key == "nr_throttled":
-            throttled = int(value)
-    return periods, throttled
 
 
 class CPUBurst:
@@ -289,6 +277,11 @@ class CPUBurst:
         self.rng = rng or random.Random()
         self._samples: dict[str, _Sample] = {}
         self._limiters: dict[str, BurstLimiter] = {}
+        #: cgroup files read every round, kept open (re-read with pread)
+        self.files = OpenFiles()
+        #: container id -> (quota file, cpu.stat, cpu usage file) paths
+        self._dirs: dict[str, tuple[str, str, str]] = {}
+        self._seen: set[str] = set()
 
     def state(self, ctx: QoSContext, threshold_percent: int) -> str:
         """The shared pool's state from averages over ``min(5 x interval, 10 s)``."""
@@ -309,19 +302,26 @@ class CPUBurst:
             return None
         node_cfg = node_burst_config(strategy)
         threshold = strategy.share_pool_threshold_percent
-        plan = BurstPlan(state=self.state(ctx, threshold if threshold is not None else 50))
+        plan = BurstPlan()
         seen: set[str] = set()
         for pod in ctx.pods:
             if not pod.active or pod.cgroup_dir is None or not is_burstable(pod):
                 continue
             cfg = pod_burst_config(pod, node_cfg)
             plan.writes += self._burst_writes(ctx, pod, cfg)
+            if cfs_quota_burst_enabled(cfg.policy) and plan.state is None:  # only scaling needs the node's state
+                plan.state = self.state(ctx, threshold if threshold is not None else 50)
             for c in pod.containers:
                 if c.container_id:
                     seen.add(c.container_id)
                     plan.writes += self._quota_writes(ctx, pod, c, cfg, plan)
         for cid in [k for k in self._samples if k not in seen]:
             del self._samples[cid]
+        if seen != self._seen:
+            self._seen = seen
+            self._dirs = {k: v for k, v in self._dirs.items() if k in seen}
+            kept = {p for paths in self._dirs.values() for p in paths}
+            self.files.retain(lambda path: path in kept)
         for cid in [k for k, lim in self._limiters.items() if lim.expired(ctx.now)]:
             del self._limiters[cid]
         return plan
@@ -349,26 +349,53 @@ class CPUBurst:
         writes.append(CgroupWrite("cpu.cfs_burst_us", pod.cgroup_dir, str(total), "CPUBurst"))
         return writes
 
-    def _throttled(self, ctx: QoSContext, cid: str, cdir: str) -> tuple[bool | None, float | None]:
-        """``(throttled since the last round, cpu cores used since then)``; None where not known yet."""
+    def _paths(self, ctx: QoSContext, cid: str, cdir: str) -> tuple[str, str, str]:
+        """``(quota file, cpu.stat, cpu usage file)`` of a container dir (v2: ``cpu.max``, ``cpu.stat`` twice).
+
+        Raises:
+            CgroupPathError: the dir leaves kubepods.
+        """
+        found = self._dirs.get(cid)
+        if found is None:
+            cpu = ctx.layout.dir_path("cpu", cdir)
+            if ctx.layout.version == CgroupVersion.V1:
+                usage = str(ctx.layout.dir_path("cpuacct", cdir) / "cpuacct.usage")
+                found = (str(cpu / "cpu.cfs_quota_us"), str(cpu / "cpu.stat"), usage)
+            else:
+                found = (str(cpu / "cpu.max"), str(cpu / "cpu.stat"), str(cpu / "cpu.stat"))
+            self._dirs[cid] = found
+        return found
+
+    def _read_quota(self, path: str) -> int:
+        """A quota file's value in us, -1 unlimited. Raises OSError / ValueError."""
+        text = self.files.read(path).decode().split(" ", 1)[0].strip()
+        return -1 if text == "max" else int(text)
+
+    def _throttled(
+        self, ctx: QoSContext, cid: str, paths: tuple[str, str, str], usage: bool
+    ) -> tuple[bool | None, float | None]:
+        """``(throttled since the last round, cpu cores used since then)``; None where not known yet. The cpu
+        time is read only when ``usage`` (a limiter needs it)."""
+        periods = throttled = 0
+        cpu_ns: int | None = None
         try:
-            periods, throttled = _read_throttle(ctx.layout.dir_path("cpu", cdir))
-        except (OSError, ValueError, CgroupPathError):
+            stat = self.files.read(paths[1])
+            for line in stat.splitlines():
+                key, _, value = line.partition(b" ")
+                if key == b"nr_periods":
+                    periods = int(value)
+                elif key == b"nr_throttled":
+                    throttled = int(value)
+                elif key == b"usage_usec" and usage and paths[2] == paths[1]:
+                    cpu_ns = int(value) * 1000
+        except (OSError, ValueError):
             self._samples.pop(cid, None)
             return None, None
-        cpu_ns: int | None
-        try:
-            if ctx.layout.version == CgroupVersion.V1:
-                cpu_ns = int(read_text(ctx.layout.dir_path("cpuacct", cdir) / "cpuacct.usage"))
-            else:
-                usage = [
-                    ln
-                    for ln in read_text(ctx.layout.dir_path("cpu", cdir) / "cpu.stat").splitlines()
-                    if ln.startswith("usage_usec ")
-                ]
-                cpu_ns = int(usage[0].split()[1]) * 1000 if usage else None
-        except (OSError, ValueError, CgroupPathError):
-            cpu_ns = None
+        if usage and paths[2] != paths[1]:
+            try:
+                cpu_ns = int(self.files.read(paths[2]))
+            except (OSError, ValueError):
+                cpu_ns = None
         prev = self._samples.get(cid)
         self._samples[cid] = _Sample(periods, throttled, cpu_ns, ctx.now)
         if prev is None:
@@ -408,13 +435,16 @@ class CPUBurst:
         if cdir is None or pod.cgroup_dir is None:
             return []
         try:
-            current, _ = read_cfs_quota(ctx.layout, cdir)
+            paths = self._paths(ctx, c.container_id, cdir)
+            current = self._read_quota(paths[0])
         except (OSError, ValueError, CgroupPathError):
             return []
-        throttled, used = self._throttled(ctx, c.container_id, cdir)
+        enabled = cfs_quota_burst_enabled(cfg.policy)
+        limited = cfg.cfs_quota_burst_period_seconds >= 0
+        throttled, used = self._throttled(ctx, c.container_id, paths, limited) if enabled or limited else (None, None)
         ceil = int(base * cfg.cfs_quota_burst_percent / 100) if cfg.cfs_quota_burst_percent > 100 else base
         allowed = self._allowed_by_limiter(ctx, c.container_id, cfg, limit, used)
-        if not cfs_quota_burst_enabled(cfg.policy):
+        if not enabled:
             operation = RESET
         elif not allowed:
             operation = SCALE_DOWN
@@ -422,7 +452,7 @@ class CPUBurst:
             operation = SCALE_UP
         else:
             operation = REMAIN
-        final = change_by_node(plan.state, operation)
+        final = change_by_node(plan.state or UNKNOWN, operation)
         plan.operations[f"{pod.key}/{c.name}"] = final
         target = quota_target(current, base, ceil, final)
         if target == current:
@@ -431,7 +461,7 @@ class CPUBurst:
         container_write = CgroupWrite("cpu.cfs_quota_us", cdir, str(target), f"CFSQuotaBurst {final}")
         writes = [container_write]
         try:
-            pod_quota, _ = read_cfs_quota(ctx.layout, pod.cgroup_dir)
+            pod_quota = self._read_quota(str(ctx.layout.file_path("cpu.cfs_quota_us", pod.cgroup_dir)))
         except (OSError, ValueError, CgroupPathError):
             return []
         if pod_quota > 0:
