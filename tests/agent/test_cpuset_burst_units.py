@@ -395,3 +395,22 @@ def test_resource_status_numa_nodes() -> None:
     )
     assert parse_resource_status(raw).cpu_numa_nodes == (1, 2)
     assert parse_resource_status(None).cpuset == frozenset()
+
+
+def test_v2_delegated_tree_writes_cpuset_cpus_in_the_unified_hierarchy(tmp_path: Path) -> None:
+    """On cgroup v2 the same ``cpuset.cpus`` file sits in the pod dir of the single hierarchy; an empty file
+    (inherits the parent's cpus) is filled with the wanted cpus; ``cpu.max`` takes the unset quota as ``max``."""
+    from agent.cgroups import CgroupVersion
+
+    for rel, cpus in (("kubepods", "0-3"), (POD, ""), (CTR, "")):
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel / "cpuset.cpus").write_text(cpus + "\n")
+        (tmp_path / rel / "cpu.max").write_text("100000 100000\n")
+    layout = CgroupLayout(root=tmp_path, kubepods="kubepods", version=CgroupVersion.V2)
+    ex = Recording(layout, bounds=NodeBounds(4000, frozenset(range(4))))
+    ex.update_leveled([[CgroupWrite("cpuset.cpus", POD, "2-3")], [CgroupWrite("cpuset.cpus", CTR, "2-3")]])
+    ex.update_batch([CgroupWrite("cpu.cfs_quota_us", POD, "-1"), CgroupWrite("cpu.cfs_quota_us", CTR, "-1")])
+    assert (tmp_path / CTR / "cpuset.cpus").read_text() == "2-3"
+    assert (tmp_path / POD / "cpuset.cpus").read_text() == "2-3"
+    assert (tmp_path / CTR / "cpu.max").read_text() == "max"
+    assert ex.order[:2] == [(POD, "2-3"), (CTR, "2-3")]  # widened top-down (from the empty set), nothing to narrow
