@@ -219,6 +219,7 @@ class Agent:
         self._cpuset_verified_at = -1e18
         self._cpuset_pending = False
         self._local_topology: tuple[int, TopologyStatus | None] = (-1, None)
+        self._rule: tuple[TopologyStatus | None, CPUSetRule | None] = (None, None)
         self.processors: list[ProcessorInfo] = processors(config.sys_cpu)
         self.policy = CollectPolicy()
         retention = max([go_duration_seconds(d) for d in self.policy.durations] + [300.0]) + 10 * config.interval
@@ -518,11 +519,15 @@ class Agent:
                 self._local_topology = (self.generation, status)
         if status is None:
             return None
+        if self._rule[0] is status:
+            return self._rule[1]
+        rule: CPUSetRule | None = None
         try:
-            return rule_from_annotations(status.annotations)
+            rule = rule_from_annotations(status.annotations)
         except RuleError as exc:
             log.warning("no cpu shared pools, only exclusive cpusets are enforced: %s", exc)
-            return None
+        self._rule = (status, rule)
+        return rule
 
     def enforce_cpusets(self, ctx: QoSContext) -> None:
         """Plan the cpusets (:mod:`agent.qos.cpuset`) and hand them to the executor, parents first and widened
