@@ -76,6 +76,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("cpu.cfs_quota_us", "cpu", "cpu.max", 1000, None, allow_unlimited=True),
         Resource("cpu.cfs_period_us", "cpu", "cpu.max", 1000, 1_000_000),
         Resource("cpu.bvt_warp_ns", "cpu", "cpu.bvt_warp_ns", -1, 2),
+        # upstream CPUBurstValidator: 0 .. 100 x 10 x 100000 us (v2 cpu.max.burst)
+        Resource("cpu.cfs_burst_us", "cpu", "cpu.max.burst", 0, 100 * 10 * CFS_PERIOD_US),
         Resource("cpu.idle", "cpu", "cpu.idle", 0, 1),
         Resource("cpuset.cpus", "cpuset", "cpuset.cpus"),
         Resource("memory.limit_in_bytes", "memory", "memory.max", 0, None, allow_unlimited=True),

@@ -44,6 +44,8 @@ from agent.qos.context import (
     pod_cpu_key,
     pod_memory_key,
 )
+from agent.qos.cpuburst import BurstPlan, CPUBurst
+from agent.qos.cpuset import CPUSetAllocator, CPUSetPlan, CPUSetRule, RuleError, rule_from_annotations
 from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
@@ -208,6 +210,16 @@ class Agent:
         self.host_apps: list[HostApp] = []
         self.suppress = CPUSuppress()
         self.isolation = Isolation()
+        self.cpuset = CPUSetAllocator()
+        self.burst = CPUBurst()
+        self.last_cpuset: CPUSetPlan | None = None
+        self.last_burst: BurstPlan | None = None
+        self._cpuset_key: object = None
+        self._cpuset_at = -1e18
+        self._cpuset_verified_at = -1e18
+        self._cpuset_pending = False
+        self._local_topology: tuple[int, TopologyStatus | None] = (-1, None)
+        self._rule: tuple[TopologyStatus | None, CPUSetRule | None] = (None, None)
         self.processors: list[ProcessorInfo] = processors(config.sys_cpu)
         self.policy = CollectPolicy()
         retention = max([go_duration_seconds(d) for d in self.policy.durations] + [300.0]) + 10 * config.interval
@@ -452,6 +464,11 @@ class Agent:
             self.metrics.be_suppress_ls.set(planned.ls_used_cores)
         else:
             self.executor.update_batch(planned)
+        self.enforce_cpusets(ctx)
+        if "CPUBurst" in self.config.features:
+            self.last_burst = self.burst.plan(ctx)
+            if self.last_burst is not None:
+                self.executor.update_batch(self.last_burst.writes)
         self.isolate(ctx)
         if now - self._memory_evict_at >= MEMORY_EVICT_COOL_SECONDS:
             victims = be_memory_victims(ctx)
@@ -481,6 +498,60 @@ class Agent:
         self._isolation_at = now
         if verify:
             self._reconciled_at = now
+
+    def cpuset_rule(self) -> CPUSetRule | None:
+        """The shared pools and kubelet policy of the NodeResourceTopology: the one last published, else (no
+        topology writer) the one this agent would publish for the current states, built once per generation;
+        None when the machine's topology cannot be read or the annotations do not parse (logged)."""
+        status = self.topology
+        if status is None:
+            generation, status = self._local_topology
+            if generation != self.generation:
+                status = None
+                try:
+                    if self.machine is None:
+                        self.machine = read_machine_topology(self.config.sys_root, self.config.proc)
+                    status = build_topology_status(
+                        self.machine, self.kubelet_config, self.states.pods, self.states.node
+                    )
+                except TopologyReadError as exc:
+                    log.warning("no cpu shared pools, only exclusive cpusets are enforced: %s", exc)
+                self._local_topology = (self.generation, status)
+        if status is None:
+            return None
+        if self._rule[0] is status:
+            return self._rule[1]
+        rule: CPUSetRule | None = None
+        try:
+            rule = rule_from_annotations(status.annotations)
+        except RuleError as exc:
+            log.warning("no cpu shared pools, only exclusive cpusets are enforced: %s", exc)
+        self._rule = (status, rule)
+        return rule
+
+    def enforce_cpusets(self, ctx: QoSContext) -> None:
+        """Plan the cpusets (:mod:`agent.qos.cpuset`) and hand them to the executor, parents first and widened
+        before narrowed, when the pods or the shared pools changed, when a cgroup was missing at the last attempt
+        (retried every ``states_interval``), and every ``reconcile_interval`` (files read again, drift repaired)."""
+        now = ctx.now
+        rule = self.cpuset_rule()
+        key = (self.generation, rule)
+        verify = now - self._cpuset_verified_at >= self.config.reconcile_interval
+        changed = key != self._cpuset_key
+        if not (changed or verify or (self._cpuset_pending and now - self._cpuset_at >= self.config.states_interval)):
+            return
+        plan = self.cpuset.plan(ctx, rule)
+        self.last_cpuset = plan
+        self._cpuset_key = key
+        missing = self.executor.missing_dirs
+        self.executor.update_leveled(plan.levels, verify=verify)
+        self.executor.update_batch(plan.quota_writes, verify=verify)
+        self._cpuset_pending = self.executor.missing_dirs != missing or any(
+            not self.layout.exists(w.rel_dir, "cpuset") for w in plan.levels[0]
+        )
+        self._cpuset_at = now
+        if verify:
+            self._cpuset_verified_at = now
 
     def _evict(self, victims: list[Any]) -> bool:
         done = False
@@ -555,14 +626,16 @@ class Agent:
         return written
 
     def tick(self, now: float | None = None) -> None:
-        """One round: states (when due), collection, enforcement, reports (when due)."""
+        """One round: states (when due), topology report (when changed), collection, enforcement, NodeMetric
+        report (when due)."""
         now = time.time() if now is None else now
         self.refresh_states(now)
         self.refresh_devices(now)
+        # before enforcement: the cpuset strategy takes the shared pools from the topology just published
+        self.report_topology(now)
         self.collect(now)
         self.enforce(now)
         self.report(now)
-        self.report_topology(now)
         self.last_tick = time.time()
 
     def run(self, stop: threading.Event) -> None:

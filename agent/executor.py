@@ -392,6 +392,50 @@ class CgroupExecutor:
         """
         return sum(1 for w in writes if self.update(w, verify=verify))
 
+    def update_leveled(self, levels: list[list[CgroupWrite]], *, verify: bool = False) -> int:
+        """Apply ``cpuset.cpus`` writes level by level, parents (``levels[0]``) first, so the kernel never sees a
+        child wider than its parent (v1 refuses it with EINVAL) nor a parent narrower than a child (EBUSY).
+
+        Follows upstream ``LeveledUpdateBatch`` with ``MergeConditionIfCPUSetIsLooser``: top-down, a dir whose
+        wanted cpus are not a subset of the cpus it has now is first widened to the union of both; then
+        bottom-up every dir gets its wanted cpus. Writes of other resources are applied in the second pass.
+        Each write is validated like :meth:`update` (a refused union is logged and the narrowing still runs).
+
+        Returns:
+            how many writes changed a file (a widened-then-narrowed dir counts twice).
+        """
+        changed = 0
+        for level in levels:
+            for write in level:
+                widen = self._widening(write)
+                if widen is not None and self.update(widen, verify=True):
+                    changed += 1
+        for level in reversed(levels):
+            for write in level:
+                if self.update(write, verify=verify):
+                    changed += 1
+        return changed
+
+    def _widening(self, write: CgroupWrite) -> CgroupWrite | None:
+        """The union write that must precede ``write`` (a cpuset not within the dir's current cpus), or None."""
+        if write.resource != "cpuset.cpus":
+            return None
+        prepared = self._prepare(write)
+        if isinstance(prepared, _Refused):
+            return None
+        path, canonical, _text = prepared
+        if path is None:
+            return None
+        try:
+            current = set(parse_cpuset(read_text(path)))
+        except (OSError, ValueError):
+            return None
+        wanted = set(parse_cpuset(canonical))
+        if wanted <= current:
+            return None
+        reason = f"{write.reason}: widen before narrow" if write.reason else "widen before narrow"
+        return CgroupWrite(write.resource, write.rel_dir, format_cpuset(current | wanted), reason)
+
     def forget(self, rel_dir_prefix: str) -> None:
         """Drop cached values under a dir (a pod went away)."""
         for path in [p for p in self._cache if rel_dir_prefix in p]:

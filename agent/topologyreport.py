@@ -12,7 +12,9 @@ Follows upstream ``pkg/koordlet/statesinformer/impl/states_noderesourcetopology.
   NUMA node, the cpus minus every pod's ``resource-status`` cpuset minus the node's reserved cpus of
   ``node.koordinator.sh/reservation``; the kubelet's reserved cpus stay in the pool, as upstream keeps
   them for Burstable pods; cpus the kubelet's static policy gave to pods leave it too),
-  ``kubelet.koordinator.sh/cpu-manager-policy``, ``pod-cpu-allocs`` (those kubelet allocations,
+  ``kubelet.koordinator.sh/cpu-manager-policy``, ``node.koordinator.sh/system-qos-resource`` (the Node's
+  annotation of that name, ``{}`` when absent; its cpus leave the shared pools unless ``cpusetExclusive`` is
+  false, upstream ``removeSystemQOSCPUs``), ``pod-cpu-allocs`` (those kubelet allocations,
   :mod:`agent.cpumanagerstate`; ``null`` when none) and ``node.koordinator.sh/reservation``;
 - the object carries ``app.kubernetes.io/managed-by: Koordinator`` and, when the Node's uid is known,
   an owner reference to the Node (so it is deleted with the node);
@@ -47,6 +49,7 @@ from app.api.topology import (
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_NODE_RESERVATION,
+    ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
     ANNOTATION_RESOURCE_STATUS,
     LABEL_MANAGED_BY,
     MANAGED_ANNOTATIONS,
@@ -201,6 +204,31 @@ def node_reservation(machine: MachineTopology, node: dict[str, Any] | None) -> d
         return {}
 
 
+def system_qos_resource(node: dict[str, Any] | None) -> dict[str, Any]:
+    """The Node's ``node.koordinator.sh/system-qos-resource`` (``{"cpuset": "0-1", "cpusetExclusive": bool}``)
+    as upstream re-marshals it (``cpuset`` normalised, empty fields left out); ``{}`` when absent or malformed
+    (logged)."""
+    raw = ((node or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
+    if not raw:
+        return {}
+    try:
+        anno = json.loads(raw)
+        if not isinstance(anno, dict):
+            raise ValueError("expected an object")
+        out: dict[str, Any] = {}
+        if anno.get("cpuset"):
+            out["cpuset"] = format_cpuset(parse_cpuset(str(anno["cpuset"])))
+        exclusive = anno.get("cpusetExclusive")
+        if exclusive is not None:
+            if not isinstance(exclusive, bool):
+                raise ValueError("cpusetExclusive must be a boolean")
+            out["cpusetExclusive"] = exclusive
+        return out
+    except (ValueError, CPUSetError) as exc:
+        log.warning("ignoring malformed %s: %s", ANNOTATION_NODE_SYSTEM_QOS_RESOURCE, exc)
+        return {}
+
+
 def _pod_cpusets(pods: list[dict[str, Any]]) -> set[int]:
     held: set[int] = set()
     for pod in pods:
@@ -257,6 +285,9 @@ def build_topology_status(
     taken = _pod_cpusets(pods) | parse_cpuset(reservation.get("reservedCPUs", ""))
     for alloc in kubelet_allocs or []:
         taken |= parse_cpuset(alloc["cpuset"])
+    system_qos = system_qos_resource(node)
+    if system_qos.get("cpuset") and system_qos.get("cpusetExclusive", True):
+        taken |= parse_cpuset(system_qos["cpuset"])
     pools = []
     for nid in machine.numa_nodes:
         cpus = [p for p in machine.processors if p.node_id == nid]
@@ -273,6 +304,7 @@ def build_topology_status(
         ANNOTATION_KUBELET_CPU_MANAGER_POLICY: dumps_annotation(policy),
         ANNOTATION_NODE_CPU_ALLOCS: dumps_annotation(kubelet_allocs or None),
         ANNOTATION_NODE_RESERVATION: dumps_annotation(reservation),
+        ANNOTATION_NODE_SYSTEM_QOS_RESOURCE: dumps_annotation(system_qos),
     }
     return TopologyStatus(annotations, topology_policy, _zones(machine))
 

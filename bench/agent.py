@@ -8,7 +8,7 @@ so other load on the machine does not count) and its peak RSS sampled every seco
 re-executes into ``python -m agent`` under the same pid, so this measures the deployed command.
 Targets: <= 2 % and <= 80 MB.
 
-    python bench/agent.py [--pods 100] [--seconds 60] [--interval 1]
+    python bench/agent.py [--pods 100] [--seconds 60] [--interval 1] [--feature-gates CPUBurst=false]
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument("--feature-gates", default="", help="passed to koord agent, e.g. CPUBurst=false")
     args = ap.parse_args()
     reason = writable_reason()
     if reason:
@@ -99,6 +100,8 @@ def main() -> None:
             "--port", "0",
             "--log-level", "warning",
         ]  # fmt: skip
+        if args.feature_gates:
+            cmd += ["--feature-gates", args.feature_gates]
         agent = subprocess.Popen(cmd, stderr=subprocess.PIPE)
         proc = psutil.Process(agent.pid)
         time.sleep(5.0)
@@ -116,6 +119,7 @@ def main() -> None:
             json.dumps(
                 {
                     "pods": args.pods,
+                    "feature_gates": args.feature_gates,
                     "interval_seconds": args.interval,
                     "seconds": round(wall, 1),
                     "agent_cpu_percent_of_one_core": round(cpu, 3),

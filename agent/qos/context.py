@@ -44,6 +44,7 @@ def host_app_memory_key(name: str) -> str:
 #: koordlet feature gates with their upstream defaults (``pkg/features/koordlet_features.go``).
 DEFAULT_FEATURES: dict[str, bool] = {
     "BECPUSuppress": True,
+    "CPUBurst": True,
     "BECPUEvict": False,
     "BEMemoryEvict": False,
     "CPUEvict": False,

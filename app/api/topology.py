@@ -40,6 +40,8 @@ ANNOTATION_NODE_CPU_SHARED_POOLS = "node.koordinator.sh/cpu-shared-pools"
 ANNOTATION_NODE_CPU_ALLOCS = "node.koordinator.sh/pod-cpu-allocs"
 ANNOTATION_CPU_BASIC_INFO = "node.koordinator.sh/cpu-basic-info"
 ANNOTATION_NODE_RESERVATION = "node.koordinator.sh/reservation"
+#: cpus of SYSTEM QoS pods (``{"cpuset":"0-1","cpusetExclusive":true}``), from the Node's annotation of that name.
+ANNOTATION_NODE_SYSTEM_QOS_RESOURCE = "node.koordinator.sh/system-qos-resource"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 #: A pod's allocation result (``{"cpuset":"0-3",...}``), written by the scheduler at PreBind.
 ANNOTATION_RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
@@ -55,6 +57,7 @@ MANAGED_ANNOTATIONS: tuple[str, ...] = (
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_NODE_CPU_ALLOCS,
     ANNOTATION_NODE_RESERVATION,
+    ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
 )
 
 ZONE_TYPE_NODE = "Node"

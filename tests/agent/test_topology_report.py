@@ -61,6 +61,7 @@ def test_one_socket_report_is_upstreams_shape(tmp_path: Path) -> None:
         "kubelet.koordinator.sh/cpu-manager-policy": "{}",
         "node.koordinator.sh/pod-cpu-allocs": "null",
         "node.koordinator.sh/reservation": "{}",
+        "node.koordinator.sh/system-qos-resource": "{}",
     }
     assert status.topology_policy == "None"
     q16, mem = {"capacity": "16", "allocatable": "16", "available": "16"}, "32Gi"
@@ -409,3 +410,20 @@ def test_the_agent_reads_the_state_under_the_static_policy_only(tmp_path: Path) 
     assert none.report_topology(1002.0)
     annotations = yaml.safe_load(writer.path("n1").read_text())["metadata"]["annotations"]
     assert annotations["node.koordinator.sh/pod-cpu-allocs"] == "null"
+
+
+def test_system_qos_cpus_are_published_and_leave_the_shared_pool_when_exclusive(tmp_path: Path) -> None:
+    """Node annotation system-qos-resource {"cpuset":"0-1"}: published normalised, and cpus 0-1 leave the pool
+    (exclusive by default); with cpusetExclusive false they stay shared; a malformed one is ignored as {}."""
+    machine = _machine(tmp_path, one_socket_eight_cores_ht)
+
+    def status_for(value: str) -> dict[str, str]:
+        node = {"metadata": {"name": "n1", "annotations": {"node.koordinator.sh/system-qos-resource": value}}}
+        return build_topology_status(machine, None, [], node).annotations
+
+    exclusive = status_for('{"cpuset":"1,0"}')
+    assert exclusive["node.koordinator.sh/system-qos-resource"] == '{"cpuset":"0-1"}'
+    assert exclusive["node.koordinator.sh/cpu-shared-pools"] == '[{"socket":0,"node":0,"cpuset":"2-15"}]'
+    shared = status_for('{"cpuset":"0-1","cpusetExclusive":false}')
+    assert shared["node.koordinator.sh/cpu-shared-pools"] == '[{"socket":0,"node":0,"cpuset":"0-15"}]'
+    assert status_for('{"cpuset":"1-0"}')["node.koordinator.sh/system-qos-resource"] == "{}"
