@@ -48,6 +48,7 @@ from app.framework.interfaces import (
     FilterFailures,
     FilterPlugin,
     NodeBatch,
+    NodeDetailPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreScorePlugin,
@@ -128,6 +129,7 @@ class NodeNUMAResource(
     ReservePlugin,
     PreBindPlugin,
     ReservationPreBindPlugin,
+    NodeDetailPlugin,
 ):
     """See the module docstring."""
 
@@ -561,6 +563,10 @@ class NodeNUMAResource(
             "numaNodes": out,
             "holders": holders,
         }
+
+    def explain_node(self, node: str) -> dict[str, Any] | None:
+        """``koord explain``: per NUMA node the free and allocated cpus (:meth:`node_cpus`)."""
+        return self.node_cpus(node)
 
     def pod_cpus(self, uid: str) -> dict[str, Any] | None:
         """The cpuset this service holds for pod ``uid`` (before or without its annotation), or None."""
