@@ -87,5 +87,7 @@ def admit(
         return Admission(True, best, best_score)
     if policy == n.NUMA_POLICY_BEST_EFFORT:
         return Admission(True)
-    summary = " & ".join(f"{r} prefer [] among []" for r in (requested or [CPU]))
+    # upstream's summary lists the preferred / possible hints per resource; none exist here
+    sep = "," if policy == n.NUMA_POLICY_SINGLE_NUMA_NODE else " & "
+    summary = sep.join(f"{r} prefer [] among []" for r in (requested or [CPU]))
     return Admission(False, reason=n.ERR_NUMA_HINT_CANNOT_ALIGNED.format(summary))

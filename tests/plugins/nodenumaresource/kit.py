@@ -134,3 +134,39 @@ def run_cycle(p: NodeNUMAResource, pod_obj: dict[str, Any], node_name: str) -> t
         return "", status.message
     found = p.pod_cpus(info.uid)
     return (found["cpuset"] if found else ""), ""
+
+
+def synthetic_nrt(
+    name: str, sockets: int, numa_per_socket: int, cores_per_numa: int, threads: int, memory_gib_per_numa: int = 64
+) -> dict[str, Any]:
+    """A NodeResourceTopology of a regular machine, numbered as Linux does: the first threads of every core
+    first (cpu = core), then the siblings (cpu = core + cores)."""
+    from agent.topologyreport import new_object as _new
+
+    cores = sockets * numa_per_socket * cores_per_numa
+    detail = []
+    for t in range(threads):
+        for core in range(cores):
+            numa = core // cores_per_numa
+            detail.append({"id": t * cores + core, "core": core, "socket": numa // numa_per_socket, "node": numa})
+    detail.sort(key=lambda d: d["id"])
+    per_numa = cores_per_numa * threads
+    mem = f"{memory_gib_per_numa}Gi"
+    zones = [
+        {
+            "name": f"node-{i}",
+            "type": "Node",
+            "resources": [
+                {"name": "cpu", "capacity": str(per_numa), "allocatable": str(per_numa), "available": str(per_numa)},
+                {"name": "memory", "capacity": mem, "allocatable": mem, "available": mem},
+            ],
+        }
+        for i in range(sockets * numa_per_socket)
+    ]
+    obj = _new(name, None)
+    obj["apiVersion"] = "topology.node.k8s.io/v1alpha1"
+    obj["kind"] = "NodeResourceTopology"
+    obj["metadata"]["annotations"] = {"node.koordinator.sh/cpu-topology": json.dumps({"detail": detail})}
+    obj["topologyPolicies"] = ["None"]
+    obj["zones"] = zones
+    return obj
