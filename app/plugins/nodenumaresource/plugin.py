@@ -121,6 +121,19 @@ class _NodeDecision:
     numa_policy: str
 
 
+@dataclass(slots=True)
+class _View:
+    """A node's options and free cpus, memoised until the Node, its topology or its holders change."""
+
+    node_state: object
+    topo: object
+    version: int
+    opts: TopologyOptions
+    free: frozenset[int]
+    usable: dict[str, int]
+    numa: tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]] | None = None
+
+
 class NodeNUMAResource(
     PreFilterPlugin,
     FilterPlugin,
@@ -143,20 +156,52 @@ class NodeNUMAResource(
         self.numa_scorer = Scorer(args.numa_scoring)
         self.manager = CPUManager()
         self.memo = TopologyMemo()
+        self._views: dict[str, _View] = {}
         self._pending: dict[str, tuple[str, str, dict[str, str], int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._nominators: list[ReservationNominator] | None = None
         self.tracker = AllocationTracker(handle, self.manager, on_pod_seen=self._pod_seen)
 
     # ------------------------------------------------------------------ node view
-    def options(self, node: str) -> TopologyOptions | None:
-        """The node's options (None when the node is unknown)."""
+    def _view(self, node: str) -> _View | None:
+        """The node's memoised view (None when the node is unknown): rebuilt only when the Node object, its
+        NodeResourceTopology object or its holders (``NodeAllocation.version``) changed."""
         snapshot = self.handle.snapshot
         state = snapshot.node(node)
         if state is None:
+            self._views.pop(node, None)
             return None
         topo = snapshot.topology(node)
-        return topology_options(state.labels, topo, self.memo.get(node, topo), self.args.numa_allocate_strategy)
+        na = self.manager.node(node)
+        view = self._views.get(node)
+        if view is not None and view.node_state is state and view.topo is topo and view.version == na.version:
+            return view
+        opts = topology_options(state.labels, topo, self.memo.get(node, topo), self.args.numa_allocate_strategy)
+        view = _View(state, topo, na.version, opts, free_cpus(opts, na), {})
+        self._views[node] = view
+        return view
+
+    def options(self, node: str) -> TopologyOptions | None:
+        """The node's options (None when the node is unknown)."""
+        view = self._view(node)
+        return view.opts if view is not None else None
+
+    def _usable_count(self, view: _View, ro: ResourceOptions) -> int:
+        """How many of the node's free cpus the pod's policy can use (memoised per policy)."""
+        key = ro.policy if ro.required else ""
+        found = view.usable.get(key)
+        if found is None:
+            assert view.opts.cpu is not None
+            usable = filter_by_required_policy(view.opts.cpu, view.free, ro.policy) if ro.required else view.free
+            found = view.usable[key] = len(usable)
+        return found
+
+    def _numa(self, view: _View, node: str) -> tuple[dict[int, dict[str, int]], dict[int, dict[str, int]]]:
+        """(available, total) per NUMA node, memoised (callers get copies of the available maps)."""
+        if view.numa is None:
+            view.numa = numa_available(view.opts, self.manager.node(node))
+        available, total = view.numa
+        return {k: dict(v) for k, v in available.items()}, total
 
     # ------------------------------------------------------------------ prefilter
     def _parse(self, pod: PodInfo) -> _PodState:
@@ -240,9 +285,10 @@ class NodeNUMAResource(
     def _decide(self, ps: _PodState, node: str) -> _NodeDecision | Status:
         """The node's options and the pod's request there, or the failing status (Filter's checks
         before any allocation)."""
-        opts = self.options(node)
-        if opts is None:
+        view = self._view(node)
+        if view is None:
             return Status.unresolvable(f"node {node} not found")
+        opts = view.opts
         numa_policy = merge_numa_policy(opts.numa_policy, ps.numa_policy)
         if numa_policy is None:
             return Status.unresolvable(n.ERR_NOT_MATCH_NUMA_TOPOLOGY)
@@ -302,9 +348,11 @@ class NodeNUMAResource(
 
     def _admission(self, d: _NodeDecision, node: str, preferred: frozenset[int]) -> Admission:
         assert d.ro is not None
-        na = self.manager.node(node)
-        available, total = numa_available(d.opts, na)
-        return admit(d.opts, d.numa_policy, d.ro, available, total, free_cpus(d.opts, na, preferred), self.numa_scorer)
+        view = self._view(node)
+        assert view is not None
+        available, total = self._numa(view, node)
+        free = view.free if not preferred else free_cpus(d.opts, self.manager.node(node), preferred)
+        return admit(d.opts, d.numa_policy, d.ro, available, total, free, self.numa_scorer)
 
     # ------------------------------------------------------------------ filter
     def _filter_one(self, ps: _PodState, node: str, preferred: frozenset[int]) -> Status:
@@ -324,9 +372,15 @@ class NodeNUMAResource(
         if ro.bind:
             # what the accumulator needs: enough free cpus the policy can use (it always finds them then)
             assert d.opts.cpu is not None
-            free = free_cpus(d.opts, self.manager.node(node), preferred)
-            usable = filter_by_required_policy(d.opts.cpu, free, ro.policy) if ro.required else free
-            if len(usable) < ro.num_cpus:
+            if preferred:
+                free = free_cpus(d.opts, self.manager.node(node), preferred)
+                usable = filter_by_required_policy(d.opts.cpu, free, ro.policy) if ro.required else free
+                count = len(usable)
+            else:
+                view = self._view(node)
+                assert view is not None
+                count = self._usable_count(view, ro)
+            if count < ro.num_cpus:
                 return Status.unschedulable(n.ERR_NOT_ENOUGH_CPUS)
         return SUCCESS
 
@@ -377,7 +431,9 @@ class NodeNUMAResource(
             if not verdict.admit or verdict.hint is None:
                 scores[pos] = 0
                 continue
-            available, total = numa_available(d.opts, self.manager.node(name))
+            view = self._view(name)
+            assert view is not None
+            available, total = self._numa(view, name)
             alloc = {r: sum(total[i].get(r, 0) for i in verdict.hint) for r in (CPU, MEMORY)}
             taken = {r: alloc[r] - sum(available[i].get(r, 0) for i in verdict.hint) for r in (CPU, MEMORY)}
             scores[pos] = self.scorer.score(taken, alloc, ps.requests)
