@@ -346,13 +346,13 @@ class NodeNUMAResource(
         state.write(key, found)
         return found
 
-    def _admission(self, d: _NodeDecision, node: str, preferred: frozenset[int]) -> Admission:
+    def _admission(self, d: _NodeDecision, node: str, preferred: frozenset[int], choose: bool = True) -> Admission:
         assert d.ro is not None
         view = self._view(node)
         assert view is not None
         available, total = self._numa(view, node)
         free = view.free if not preferred else free_cpus(d.opts, self.manager.node(node), preferred)
-        return admit(d.opts, d.numa_policy, d.ro, available, total, free, self.numa_scorer)
+        return admit(d.opts, d.numa_policy, d.ro, available, total, free, self.numa_scorer, choose)
 
     # ------------------------------------------------------------------ filter
     def _filter_one(self, ps: _PodState, node: str, preferred: frozenset[int]) -> Status:
@@ -363,7 +363,7 @@ class NodeNUMAResource(
         if ro is None:
             return SUCCESS
         if d.numa_policy in (n.NUMA_POLICY_RESTRICTED, n.NUMA_POLICY_SINGLE_NUMA_NODE):
-            verdict = self._admission(d, node, preferred)
+            verdict = self._admission(d, node, preferred, choose=False)
             if not verdict.admit:
                 if verdict.unresolvable:
                     return Status.unresolvable(verdict.reason)

@@ -51,8 +51,12 @@ def admit(
     total: dict[int, dict[str, int]],
     free: frozenset[int],
     scorer: Scorer,
+    choose: bool = True,
 ) -> Admission:
-    """Generate hints for the pod on the node and apply ``policy`` (see the module docstring)."""
+    """Generate hints for the pod on the node and apply ``policy`` (see the module docstring).
+
+    With ``choose`` False (Filter) the first fitting hint of the narrowest size admits the pod, unscored.
+    """
     numa_ids = opts.numa_nodes()
     if not numa_ids:
         return Admission(False, reason=n.ERR_MISSING_NUMA_RESOURCES, unresolvable=True)
@@ -76,6 +80,8 @@ def admit(
                 continue
             if ro.bind and sum(usable_by_node.get(i, 0) for i in mask) < ro.num_cpus:
                 continue
+            if not choose:
+                return Admission(True, mask)
             alloc = {r: sum(total[i].get(r, 0) for i in mask) for r in NUMA_RESOURCES}
             taken = {r: alloc[r] - sum(available[i].get(r, 0) for i in mask) for r in NUMA_RESOURCES}
             score = scorer.score(taken, alloc, ro.requests)
