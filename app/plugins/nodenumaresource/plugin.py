@@ -266,16 +266,21 @@ class NodeNUMAResource(
         except Refused as exc:
             state.write(_STATE, _SKIP_STATE)
             return Status.unresolvable(exc.reason)
-        if not ps.skip and not ps.request_bind and not ps.numa_policy and not self.tracker.policy_nodes:
-            ps = _SKIP_STATE
+        ps = self._plain_skip(ps)
         state.write(_STATE, ps)
         return SKIP if ps.skip else SUCCESS
+
+    def _plain_skip(self, ps: _PodState) -> _PodState:
+        """A pod asking no cpuset and no NUMA policy concerns the plugin only on nodes with node-side policies."""
+        if not ps.skip and not ps.request_bind and not ps.numa_policy and not self.tracker.policy_nodes:
+            return _SKIP_STATE
+        return ps
 
     def _state(self, state: CycleState, pod: PodInfo) -> _PodState:
         found: _PodState | None = state.get(_STATE)
         if found is None:
             try:
-                found = self._parse(pod)
+                found = self._plain_skip(self._parse(pod))
             except (SpecError, Refused):
                 found = _SKIP_STATE
             state.write(_STATE, found)
