@@ -254,6 +254,8 @@ class CPUManager:
     def __init__(self) -> None:
         self.nodes: dict[str, NodeAllocation] = {}
         self._where: dict[str, str] = {}
+        #: nodes whose holders changed since the plugin last refreshed its per-node columns
+        self.dirty: set[str] = set()
 
     def node(self, name: str) -> NodeAllocation:
         """The allocation of node ``name`` (an empty one is created)."""
@@ -277,6 +279,7 @@ class CPUManager:
         na.pods[alloc.uid] = alloc
         na.version += 1
         self._where[alloc.uid] = node
+        self.dirty.add(node)
 
     def release(self, uid: str) -> bool:
         """Forget what ``uid`` holds; True when it held something."""
@@ -287,4 +290,5 @@ class CPUManager:
         if na.pods.pop(uid, None) is None:
             return False
         na.version += 1
+        self.dirty.add(where)
         return True

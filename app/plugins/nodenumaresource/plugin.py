@@ -110,6 +110,13 @@ class _PodState:
 
 
 _SKIP_STATE = _PodState(True, {})
+#: Per-node columns in the node table (see ``_flush``).
+_COLUMN_PREFIX = NAME + "/"
+_COLUMNS = ("valid", "perCore", "free", "full", "spread")
+# Status is immutable: failing nodes share one per reason
+_INVALID_TOPOLOGY = Status.unresolvable(n.ERR_INVALID_CPU_TOPOLOGY)
+_SMT_ALIGNMENT = Status.unresolvable(n.ERR_SMT_ALIGNMENT)
+_NOT_ENOUGH_CPUS = Status.unschedulable(n.ERR_NOT_ENOUGH_CPUS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,8 +396,57 @@ class NodeNUMAResource(
                 return Status.unschedulable(n.ERR_NOT_ENOUGH_CPUS)
         return SUCCESS
 
+    def _flush(self) -> None:
+        """Refresh the per-node columns (cpu topology valid, cpus per core, free cpus usable by each policy)
+        of the nodes whose Node, topology or holders changed since the last call."""
+        dirty = self.manager.dirty
+        if not dirty:
+            return
+        table = self.handle.snapshot.table
+        cols = {key: table.column(_COLUMN_PREFIX + key) for key in _COLUMNS}
+        for name in list(dirty):
+            row = table.row(name)
+            if row is None:
+                continue
+            view = self._view(name)
+            if view is None or not view.opts.cpu_valid():
+                for col in cols.values():
+                    col[row] = 0
+                continue
+            assert view.opts.cpu is not None
+            cols["valid"][row] = 1
+            cols["perCore"][row] = view.opts.cpu.cpus_per_core()
+            cols["free"][row] = len(view.free)
+            cols["full"][row] = len(filter_by_required_policy(view.opts.cpu, view.free, n.CPU_BIND_FULL_PCPUS))
+            cols["spread"][row] = len(filter_by_required_policy(view.opts.cpu, view.free, n.CPU_BIND_SPREAD_BY_PCPUS))
+        dirty.clear()
+
+    def _filter_columns(self, ps: _PodState, nodes: NodeBatch, positions: npt.NDArray[np.int64]) -> FilterFailures:
+        """Filter of a cpuset pod without a NUMA policy on nodes without node-side policies, from the
+        columns: no topology -> unresolvable, SMT misalignment under a required FullPCPUs -> unresolvable,
+        too few usable free cpus -> unschedulable."""
+        self._flush()
+        table = self.handle.snapshot.table
+        rows = nodes.rows[positions]
+        valid = table.column(_COLUMN_PREFIX + "valid")[rows] > 0
+        key = {n.CPU_BIND_FULL_PCPUS: "full", n.CPU_BIND_SPREAD_BY_PCPUS: "spread"}.get(ps.required, "free")
+        usable = table.column(_COLUMN_PREFIX + key)[rows]
+        failures: FilterFailures = {}
+        invalid = _INVALID_TOPOLOGY
+        failures.update(dict.fromkeys(positions[~valid].tolist(), invalid))
+        short = valid & (usable < ps.num_cpus)
+        if ps.required == n.CPU_BIND_FULL_PCPUS:
+            per_core = np.maximum(table.column(_COLUMN_PREFIX + "perCore")[rows], 1)
+            smt = valid & (ps.num_cpus % per_core != 0)
+            failures.update(dict.fromkeys(positions[smt].tolist(), _SMT_ALIGNMENT))
+            short &= ~smt
+        failures.update(dict.fromkeys(positions[short].tolist(), _NOT_ENOUGH_CPUS))
+        return failures
+
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
-        """Failing positions with upstream's reasons (see the module docstring)."""
+        """Failing positions with upstream's reasons (see the module docstring). A cpuset pod without a NUMA
+        policy is judged from per-node columns on the nodes without node-side policies or reservations it
+        owns; every other case node by node."""
         ps = self._state(state, pod)
         if ps.skip or len(nodes) == 0:
             return {}
@@ -398,9 +454,17 @@ class NodeNUMAResource(
         look_all = ps.request_bind or bool(ps.numa_policy)
         policy_nodes = self.tracker.policy_nodes
         owned = self._preferred(state, pod)
+        one_by_one: list[int] = []
+        vector: list[int] = []
         for pos, name in enumerate(nodes.names):
-            if not look_all and name not in policy_nodes:
-                continue
+            if name in policy_nodes or name in owned:
+                one_by_one.append(pos)
+            elif look_all:
+                (vector if ps.request_bind and not ps.numa_policy else one_by_one).append(pos)
+        if vector:
+            failures.update(self._filter_columns(ps, nodes, np.array(vector, dtype=np.int64)))
+        for pos in one_by_one:
+            name = nodes.names[pos]
             status = self._filter_one(ps, name, owned.get(name, frozenset()))
             if not status.is_success():
                 failures[pos] = status

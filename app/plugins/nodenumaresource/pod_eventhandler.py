@@ -63,6 +63,7 @@ class AllocationTracker(CacheListener):
     def on_node(self, name: str, node: NodeState | None) -> None:
         """Track node-side policies; a deleted node's holders are dropped with it."""
         self._check_policies(name, node, self.handle.snapshot.topology(name))
+        self.manager.dirty.add(name)
         if node is None:
             self.manager.nodes.pop(name, None)
 
@@ -96,6 +97,7 @@ class AllocationTracker(CacheListener):
         """NodeResourceTopology: re-check the node's policies. Reservation: account its cpus while active."""
         if kind == "NodeResourceTopology":
             self._check_policies(key, self.handle.snapshot.node(key), self.handle.snapshot.topology(key))
+            self.manager.dirty.add(key)
             return
         if kind != "Reservation":
             return
