@@ -82,7 +82,12 @@ from app.plugins.nodenumaresource.podspec import (
 )
 from app.plugins.nodenumaresource.scoring import Scorer
 from app.plugins.nodenumaresource.topology_hint import Admission, admit
-from app.plugins.nodenumaresource.topology_options import TopologyOptions, merge_numa_policy, topology_options
+from app.plugins.nodenumaresource.topology_options import (
+    TopologyOptions,
+    merge_numa_policy,
+    node_reserved_cpus,
+    topology_options,
+)
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +188,10 @@ class NodeNUMAResource(
         view = self._views.get(node)
         if view is not None and view.node_state is state and view.topo is topo and view.version == na.version:
             return view
-        opts = topology_options(state.labels, topo, self.memo.get(node, topo), self.args.numa_allocate_strategy)
+        node_reserved = node_reserved_cpus(snapshot.objects("NodeResourceTopology").get(node)) if topo else frozenset()
+        opts = topology_options(
+            state.labels, topo, self.memo.get(node, topo), self.args.numa_allocate_strategy, node_reserved
+        )
         view = _View(state, topo, na.version, opts, free_cpus(opts, na), {})
         self._views[node] = view
         return view

@@ -5,12 +5,24 @@ NUMA allocate strategy, resolved from the Node's labels and its NodeResourceTopo
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from app.api.topology import KUBELET_CPU_MANAGER_POLICY_STATIC, KUBELET_OPTION_FULL_PCPUS_ONLY, NodeTopology
+from app.api.topology import (
+    ANNOTATION_NODE_RESERVATION,
+    KUBELET_CPU_MANAGER_POLICY_STATIC,
+    KUBELET_OPTION_FULL_PCPUS_ONLY,
+    CPUSetError,
+    NodeTopology,
+    parse_cpuset,
+)
 from app.plugins.nodenumaresource import names as n
 from app.plugins.nodenumaresource.cpu_topology import CPUTopology
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,8 +32,10 @@ class TopologyOptions:
     Attributes:
         topo: the parsed NodeResourceTopology (None: the node reports none).
         cpu: its cpu layout (None without a NodeResourceTopology).
-        reserved: cpus never given to a cpuset: the kubelet's reserved cpus and those its static CPU
-            manager gave to pods (``pod-cpu-allocs``).
+        reserved: cpus never given to a cpuset: the kubelet's reserved cpus, those its static CPU
+            manager gave to pods (``pod-cpu-allocs``) and the node reservation's ``reservedCPUs``
+            (``node.koordinator.sh/reservation`` on the NodeResourceTopology), as upstream's
+            ``ReservedCPUs``.
         bind_policy: ``GetNodeCPUBindPolicy``: FullPCPUsOnly (label, or kubelet static with
             ``full-pcpus-only``), SpreadByPCPUs (label) or None.
         numa_policy: ``getNUMATopologyPolicy``: the node label, else the NRT's ``topologyPolicies``.
@@ -81,11 +95,30 @@ def merge_numa_policy(node_policy: str, pod_policy: str) -> str | None:
     return pod_policy or node_policy
 
 
+def node_reserved_cpus(nrt: Mapping[str, Any] | None) -> frozenset[int]:
+    """``GetReservedCPUs``: the ``reservedCPUs`` of the NodeResourceTopology's ``node.koordinator.sh/reservation``
+    annotation (empty when absent or malformed; upstream logs and goes on)."""
+    meta = (nrt or {}).get("metadata") or {}
+    raw = (meta.get("annotations") or {}).get(ANNOTATION_NODE_RESERVATION) if isinstance(meta, dict) else None
+    if not raw:
+        return frozenset()
+    try:
+        value = json.loads(raw)
+        return parse_cpuset(value.get("reservedCPUs") or "") if isinstance(value, dict) else frozenset()
+    except (ValueError, CPUSetError) as exc:
+        log.warning("NodeResourceTopology %s: %s: %s", meta.get("name"), ANNOTATION_NODE_RESERVATION, exc)
+        return frozenset()
+
+
 def topology_options(
-    labels: Mapping[str, str], topo: NodeTopology | None, cpu: CPUTopology | None, default_strategy: str
+    labels: Mapping[str, str],
+    topo: NodeTopology | None,
+    cpu: CPUTopology | None,
+    default_strategy: str,
+    node_reserved: frozenset[int] = frozenset(),
 ) -> TopologyOptions:
-    """Resolve the options of a node from its labels and topology."""
-    reserved = topo.kubelet_reserved | topo.kubelet_allocated if topo is not None else frozenset()
+    """Resolve the options of a node from its labels and topology (``node_reserved``: :func:`node_reserved_cpus`)."""
+    reserved = topo.kubelet_reserved | topo.kubelet_allocated | node_reserved if topo is not None else frozenset()
     return TopologyOptions(
         topo=topo,
         cpu=cpu,

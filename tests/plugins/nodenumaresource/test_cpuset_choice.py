@@ -170,3 +170,12 @@ def test_unreserve_frees_the_cpus() -> None:
     p.unreserve(state, info, "n")
     assert p.pod_cpus(info.uid) is None
     assert run_cycle(p, pod("b", "4"), "n") == ("0-3", "")
+
+
+def test_the_node_reservations_reserved_cpus_are_not_free() -> None:
+    obj = nrt("n", "four-numa")
+    obj["metadata"]["annotations"]["node.koordinator.sh/reservation"] = '{"reservedCPUs":"0-3"}'
+    p = plugin(cache_with(node("n"), obj))
+    # NUMA node 0 is reserved whole; socket 1 (nodes 2, 3: 8 free) is freer than socket 0 (4 free)
+    assert run_cycle(p, pod("a", "4"), "n") == ("8-11", "")
+    assert p.node_cpus("n")["numaNodes"][0]["reserved"] == "0-3"
