@@ -451,6 +451,21 @@ class NodeNUMAResource(
         failures.update(dict.fromkeys(positions[short].tolist(), _NOT_ENOUGH_CPUS))
         return failures
 
+    def _victims_cpus(self, nodes: NodeBatch) -> dict[int, frozenset[int]]:
+        """For a preemption dry run: per position, the cpus its victims hold there (free once they are gone)."""
+        out: dict[int, frozenset[int]] = {}
+        if not nodes.removed:
+            return out
+        for pos, victims in enumerate(nodes.removed):
+            cpus: frozenset[int] = frozenset()
+            for victim in victims:
+                held = self.manager.get(victim.uid)
+                if held is not None and held[0] == nodes.names[pos]:
+                    cpus |= held[1].cpus
+            if cpus:
+                out[pos] = cpus
+        return out
+
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions with upstream's reasons (see the module docstring). A cpuset pod without a NUMA
         policy is judged from per-node columns on the nodes without node-side policies or reservations it
@@ -462,10 +477,11 @@ class NodeNUMAResource(
         look_all = ps.request_bind or bool(ps.numa_policy)
         policy_nodes = self.tracker.policy_nodes
         owned = self._preferred(state, pod)
+        freed = self._victims_cpus(nodes)
         one_by_one: list[int] = []
         vector: list[int] = []
         for pos, name in enumerate(nodes.names):
-            if name in policy_nodes or name in owned:
+            if name in policy_nodes or name in owned or pos in freed:
                 one_by_one.append(pos)
             elif look_all:
                 (vector if ps.request_bind and not ps.numa_policy else one_by_one).append(pos)
@@ -473,7 +489,7 @@ class NodeNUMAResource(
             failures.update(self._filter_columns(ps, nodes, np.array(vector, dtype=np.int64)))
         for pos in one_by_one:
             name = nodes.names[pos]
-            status = self._filter_one(ps, name, owned.get(name, frozenset()))
+            status = self._filter_one(ps, name, owned.get(name, frozenset()) | freed.get(pos, frozenset()))
             if not status.is_success():
                 failures[pos] = status
         return failures

@@ -179,3 +179,23 @@ def test_the_node_reservations_reserved_cpus_are_not_free() -> None:
     # NUMA node 0 is reserved whole; socket 1 (nodes 2, 3: 8 free) is freer than socket 0 (4 free)
     assert run_cycle(p, pod("a", "4"), "n") == ("8-11", "")
     assert p.node_cpus("n")["numaNodes"][0]["reserved"] == "0-3"
+
+
+def test_a_preemption_dry_run_gives_the_victims_cpus_back() -> None:
+    import numpy as np
+
+    from app.cache.podinfo import parse_pod
+    from app.framework.cyclestate import CycleState
+    from app.framework.interfaces import NodeBatch
+
+    cache = cache_with(node("n"), nrt("n", "one-socket-ht"), _holder("victim", "n", "0-13"))
+    p = plugin(cache)
+    info = parse_pod(pod("lsr", "4"))
+    state = CycleState(0.0)
+    p.pre_filter(state, info)
+    rows = np.array([cache.table.row("n")], dtype=np.int64)
+    assert (
+        p.filter_nodes(state, info, NodeBatch(rows, ["n"]))[0].message == "not enough cpus available to satisfy request"
+    )
+    victim = cache.pods["uid-victim"]
+    assert p.filter_nodes(state, info, NodeBatch(rows, ["n"], removed=[[victim]])) == {}
