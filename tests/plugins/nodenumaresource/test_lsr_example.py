@@ -46,3 +46,35 @@ def test_the_lsr_example_gets_a_cpuset() -> None:
         explained = srv.client.post("/apis/v1/explain", json={"Pod": lsr, "Nodes": None, "NodeNames": ["node-lsr"]})
         assert explained.status_code == 200
         assert explained.json()["nodes"]["node-lsr"]["details"]["NodeNUMAResource"]["numaNodes"][1]["freeCount"] == 16
+
+
+def test_koord_explain_shows_free_cpus_per_numa_node() -> None:
+    from rich.console import Console
+
+    from app.cli.explain import render_explain
+
+    cpus = {
+        "numaNodes": [
+            {"node": 0, "free": "2-7,18-23", "freeCount": 12, "allocated": "0-1,16-17"},
+            {"node": 1, "free": "8-15,24-31", "freeCount": 16, "allocated": ""},
+        ]
+    }
+    answer = {
+        "pod": "default/lsr-web",
+        "nodes": {
+            "node-lsr": {
+                "feasible": True,
+                "filter": {},
+                "scores": {},
+                "total": 0,
+                "details": {"NodeNUMAResource": cpus},
+            }
+        },
+    }
+    console = Console(width=200, record=True)
+    console.print(render_explain(answer))
+    text = console.export_text()
+    assert (
+        "node-lsr cpus: NUMA 0 free 2-7,18-23 (12), allocated 0-1,16-17; NUMA 1 free 8-15,24-31 (16), allocated -"
+        in text
+    )
