@@ -164,12 +164,30 @@ def render_explain(answer: dict[str, Any], wide: bool = False) -> Table:
             row += [_gang_cell(answer), total]
         table.add_row(*row)
     verdicts = answer.get("podVerdicts") or {}
-    if verdicts:  # per-pod verdicts (e.g. Coscheduling's gang state) under the table
-        table.caption = "\n".join(
-            escape(f"{plugin}: " + ", ".join(f"{k} {v}" for k, v in verdict.items() if v not in ("", None, [])))
-            for plugin, verdict in sorted(verdicts.items())
-        )
+    lines = [
+        escape(f"{plugin}: " + ", ".join(f"{k} {v}" for k, v in verdict.items() if v not in ("", None, [])))
+        for plugin, verdict in sorted(verdicts.items())
+    ]  # per-pod verdicts (e.g. Coscheduling's gang state) under the table
+    lines += _cpu_lines(nodes)
+    if lines:
+        table.caption = "\n".join(lines)
     return table
+
+
+def _cpu_lines(nodes: dict[str, Any]) -> list[str]:
+    """One caption line per node with a cpu topology: per NUMA node its free / all cpus (NodeNUMAResource)."""
+    out = []
+    for node, info in _ordered(nodes):
+        cpus = ((info.get("details") or {}).get("NodeNUMAResource")) or None
+        if not isinstance(cpus, dict):
+            continue
+        parts = [
+            f"NUMA {z.get('node')} free {z.get('free') or '-'} ({z.get('freeCount')}),"
+            f" allocated {z.get('allocated') or '-'}"
+            for z in cpus.get("numaNodes") or []
+        ]
+        out.append(escape(f"{node} cpus: " + "; ".join(parts)))
+    return out
 
 
 def feasible_names(answer: dict[str, Any]) -> list[str]:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from app.api.topology import NodeTopology
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.nodetable import NodeTable
@@ -93,6 +94,10 @@ class SnapshotLister:
         pod's ``node_name`` is then the assumed node, not a bound one)."""
         entry = self._cache.assumed.get(uid)
         return entry is not None and entry.deadline is None
+
+    def topology(self, name: str) -> NodeTopology | None:
+        """The parsed NodeResourceTopology of node ``name`` (its CPU layout), or None when it reports none."""
+        return self._cache.node_topologies.get(name)
 
     def objects(self, kind: str) -> Mapping[str, dict[str, Any]]:
         """Objects of another kind (``NodeMetric``, ``ElasticQuota``, ...) by ``[namespace/]name``."""

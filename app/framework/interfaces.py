@@ -263,6 +263,16 @@ class PodVerdictPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class NodeDetailPlugin(Plugin, Protocol):
+    """A plugin with per-node state worth showing beside its verdict (e.g. NodeNUMAResource's free and
+    allocated cpus per NUMA node), in ``koord explain`` under each node's ``details``."""
+
+    def explain_node(self, node: str) -> dict[str, Any] | None:
+        """JSON-shaped detail of ``node``, or None when the plugin has nothing to show there."""
+        ...
+
+
+@runtime_checkable
 class FilterExplainer(Plugin, Protocol):
     """A filter plugin that passes some nodes without judging them (e.g. DeviceShare on a node that reports no
     Device); explain shows those as ``Skip`` with the reason, not as a pass that contradicts another plugin."""

@@ -13,6 +13,7 @@ from app.plugins.coscheduling.plugin import Coscheduling, new_coscheduling
 from app.plugins.deviceshare.plugin import DeviceShare, new_device_share
 from app.plugins.elasticquota.plugin import ElasticQuota, new_elastic_quota
 from app.plugins.loadaware.plugin import LoadAwareScheduling, new_load_aware
+from app.plugins.nodenumaresource.plugin import NodeNUMAResource, new_node_numa_resource
 from app.plugins.noderesources.fit import NodeResourcesFit, new_node_resources_fit
 from app.plugins.reservation.plugin import Reservation, new_reservation
 
@@ -20,7 +21,8 @@ from app.plugins.reservation.plugin import Reservation, new_reservation
 def default_registry() -> Registry:
     """A new registry with every in-tree plugin, in the default plugin order.
 
-    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare, Reservation, Coscheduling
+    Order: NodeResourcesFit, LoadAwareScheduling, ElasticQuota, DeviceShare, NodeNUMAResource, Reservation,
+    Coscheduling
     (``Registry.names()``).
     """
     registry = Registry()
@@ -28,6 +30,7 @@ def default_registry() -> Registry:
     registry.register(LoadAwareScheduling.NAME, new_load_aware)
     registry.register(ElasticQuota.NAME, new_elastic_quota)
     registry.register(DeviceShare.NAME, new_device_share)
+    registry.register(NodeNUMAResource.NAME, new_node_numa_resource)
     registry.register(Reservation.NAME, new_reservation)
     registry.register(Coscheduling.NAME, new_coscheduling)
     return registry

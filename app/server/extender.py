@@ -22,7 +22,7 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import FilterExplainer, NodeBatch, PodVerdictPlugin, PreemptionPlugin
+from app.framework.interfaces import FilterExplainer, NodeBatch, NodeDetailPlugin, PodVerdictPlugin, PreemptionPlugin
 from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import SUCCESS, Code, Status
@@ -451,6 +451,11 @@ class ExtenderService:
                 "total": int(totals[i]) if feasible else None,
                 "extenderScore": int(ext[i]) if feasible else None,
             }
+        detailers = [p for p in self.framework.plugins if isinstance(p, NodeDetailPlugin)]
+        for name in batch.names:
+            details = {p.name: d for p in detailers if (d := p.explain_node(name)) is not None}
+            if details:
+                nodes[name]["details"] = details
         ordered = {names[p]: nodes[names[p]] for p in sorted(set(positions) | set(missing))}
         answer: dict[str, Any] = {"pod": pod.key, "preFilter": pre_verdicts, "nodes": ordered}
         verdicts = {

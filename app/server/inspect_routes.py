@@ -25,6 +25,7 @@ from app.framework.interfaces import ServiceProvider
 from app.plugins.deviceshare.allocation import format_allocations
 from app.plugins.deviceshare.plugin import DeviceShare
 from app.plugins.loadaware.plugin import LoadAwareScheduling
+from app.plugins.nodenumaresource.plugin import NodeNUMAResource
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
 
@@ -76,7 +77,9 @@ def node_usage(state: ServiceState, name: str) -> tuple[dict[str, int] | None, f
 async def query_node(nodeName: str, request: Request) -> Response:
     """A node's snapshot: allocatable, requested (assumed pods included), reported usage,
     NodeMetric age, assumed and bound pods, and the CPU topology its NodeResourceTopology reports
-    (``cpuTopology``: cpus, sockets, cores, threads per core, cpus per NUMA node; null when none).
+    (``cpuTopology``: cpus, sockets, cores, threads per core, cpus per NUMA node; null when none) and, with
+    NodeNUMAResource enabled, ``cpuAllocation``: per NUMA node its free, allocated and kubelet-reserved cpus
+    and the cpuset holders (null without a cpu topology).
     404 ``cannot find node <name>`` when unknown."""
     state: ServiceState = request.app.state.service
     node = state.cache.nodes.get(nodeName)
@@ -96,6 +99,8 @@ async def query_node(nodeName: str, request: Request) -> Response:
     }
     topology = state.cache.node_topologies.get(nodeName)
     body["cpuTopology"] = topology.summary() if topology is not None else None
+    numa = next((p for p in state.framework.plugins if isinstance(p, NodeNUMAResource)), None)
+    body["cpuAllocation"] = numa.node_cpus(nodeName) if numa is not None else None
     return json_response(body)
 
 

@@ -28,6 +28,7 @@ def test_defaults() -> None:
         "LoadAwareScheduling",
         "ElasticQuota",
         "DeviceShare",
+        "NodeNUMAResource",
         "Reservation",
         "Coscheduling",
     ]

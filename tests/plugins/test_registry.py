@@ -13,6 +13,7 @@ UPSTREAM_ORDER = [
     "LoadAwareScheduling",
     "ElasticQuota",
     "DeviceShare",
+    "NodeNUMAResource",
     "Reservation",
     "Coscheduling",
 ]

@@ -1,0 +1,38 @@
+"""Plain pods (not LSE/LSR, no NUMA policy of their own) cost the plugin nothing per node: PreFilter skips
+them while no node has a node-side policy, and Score (reached without PreFilter, as /prioritize does) too."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.cache.podinfo import parse_pod
+from app.framework.cyclestate import CycleState
+from app.framework.interfaces import NodeBatch
+from tests.plugins.nodenumaresource.kit import cache_with, node, nrt, plugin, pod
+
+
+def test_plain_pods_are_skipped_without_node_policies() -> None:
+    p = plugin(cache_with(node("a"), nrt("a", "two-numa-ht"), node("b")))
+    plain = parse_pod(pod("ls", "2", qos="LS"))
+    assert p.pre_filter(CycleState(0.0), plain).is_skip()
+    assert p.pre_score(CycleState(0.0), plain, NodeBatch(np.array([0, 1], dtype=np.int64), ["a", "b"])).is_skip()
+    # an LSR pod is not
+    assert p.pre_filter(CycleState(0.0), parse_pod(pod("lsr", "2"))).is_success()
+
+
+def test_with_a_policy_node_only_that_node_judges_a_plain_pod() -> None:
+    labels = {"node.koordinator.sh/cpu-bind-policy": "FullPCPUsOnly"}
+    cache = cache_with(node("a", labels=labels), node("b"))  # a: no topology, so binding there is refused
+    p = plugin(cache)
+    plain = parse_pod(pod("ls", "2", qos="LS"))
+    state = CycleState(0.0)
+    assert p.pre_filter(state, plain).is_success()
+    rows, _ = cache.table.rows_of(["a", "b"])
+    failures = p.filter_nodes(state, plain, NodeBatch(rows, ["a", "b"]))
+    assert {k: v.message for k, v in failures.items()} == {0: "node(s) invalid CPU Topology"}
+    # the label going away makes the pod plain again
+    cache_node = node("a")
+    from app.sources.events import Event, EventType
+
+    cache.apply(Event("Node", EventType.MODIFIED, cache_node))
+    assert p.pre_filter(CycleState(0.0), plain).is_skip()
