@@ -78,3 +78,10 @@ def test_koord_explain_shows_free_cpus_per_numa_node() -> None:
         "node-lsr cpus: NUMA 0 free 2-7,18-23 (12), allocated 0-1,16-17; NUMA 1 free 8-15,24-31 (16), allocated -"
         in text
     )
+
+
+def test_the_whole_examples_folder_loads_as_cluster_files() -> None:
+    """`koord scheduler --cluster examples` (README, docs) reads every YAML under examples/ strictly at
+    start and exits 2 on a file that is not a cluster file: nothing else (sim configs, workloads) may live
+    there. The what-if inputs are in examples-whatif/ for that reason."""
+    FileSource(EXAMPLES, poll_interval=0, restamp_interval=0).preload()  # raises ManifestError on a bad file
