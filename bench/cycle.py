@@ -544,10 +544,10 @@ def drive(
     return times
 
 
-def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -> dict[str, float]:
-    """Service CPU (ms) per call of /filter and of /prioritize alone, ``calls`` each, with the bodies of
-    the cycle (the watch is quiet meanwhile). What remains of ``cpu_ms_per_pod`` is the bind and the
-    pod's watch events.
+def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int, noop: bool = False) -> dict[str, float]:
+    """Service (or, with ``noop``, no-op extender) CPU (ms) per call of /filter and of /prioritize alone,
+    ``calls`` each, with the bodies of the cycle (the watch is quiet meanwhile). What remains of
+    ``cpu_ms_per_pod`` is the bind and the pod's watch events.
 
     Raises:
         BenchFailure: a non-200 answer.
@@ -559,18 +559,19 @@ def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -
         for i, pod in enumerate(pods[:calls])
     ]
     out = {}
-    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    proc = stack.noop_proc if noop else None
+    conn = http.client.HTTPConnection("127.0.0.1", stack.noop_port if noop else stack.port, timeout=60)
     try:
         for verb in ("filter", "prioritize"):
             for body in bodies[:20]:  # warm the connection and the parse caches as the cycle did
                 post(conn, f"/{verb}", body)
-            stack.wait_idle()
-            c0 = stack.cpu()
+            stack.wait_idle(proc=proc)
+            c0 = stack.cpu(proc)
             for body in bodies:
                 status, data = post(conn, f"/{verb}", body)
                 if status != 200:
                     raise BenchFailure(f"/{verb}: HTTP {status}: {data[:300]!r}")
-            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu() - c0) / len(bodies) * 1000, 3)
+            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu(proc) - c0) / len(bodies) * 1000, 3)
     finally:
         conn.close()
     return out
@@ -683,6 +684,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         verbs["candidates_per_filter"] = num_feasible_nodes_to_find(args.nodes)
 
         split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500))
+        noop_split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500), noop=True) if with_noop else {}
         filter_body = orjson.dumps(
             {
                 "Pod": pods[0],
@@ -740,6 +742,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
             "cpu_ms_per_pod_raw": round(float(np.median([r.raw for r in noop_rounds])), 3),
             "idle_cpu_ms_per_s": round(noop_idle * 1000, 3),
             **latencies(noop_times),
+            **noop_split,
         }
         # the no-op's CPU per pod over ours: on a CPU-bound control plane, our throughput over the no-op's
         result["floor_ratio"] = round(noop_ms / cpu_ms, 3) if cpu_ms > 0 else None

@@ -49,6 +49,7 @@ def test_cycle_bench_prints_result_json() -> None:
     assert len(noop["cpu_ms_per_pod_rounds"]) == 2
     assert min(noop["cpu_ms_per_pod_rounds"]) <= noop["cpu_ms_per_pod"] <= max(noop["cpu_ms_per_pod_rounds"])
     assert noop["cpu_ms_per_pod"] > 0
+    assert noop["filter_cpu_ms_per_call"] >= 0 and noop["prioritize_cpu_ms_per_call"] >= 0
     for verb in ("filter", "prioritize", "bind"):
         assert 0 < noop[verb]["p50_ms"] <= noop[verb]["p99_ms"]
     assert result["floor_ratio"] == round(noop["cpu_ms_per_pod"] / result["cpu_ms_per_pod"], 3)
