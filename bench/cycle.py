@@ -64,6 +64,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import http.client
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -807,6 +808,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     require_at_least(p, args, 1, ("nodes", "pods", "touches", "memory_nodes", "repeat"))
+    if args.server == "granian" and importlib.util.find_spec("granian") is None:
+        p.error("--server granian needs the granian package (not a dependency of the service): pip install granian")
     return args
 
 
