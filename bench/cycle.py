@@ -33,12 +33,22 @@ What it measures
     process (``cpu_ms_per_request``), and what one bind's POST to it costs the service's API client
     lane (``client_cpu_ms_per_bind``): the part of a pod's cycle no code of ours can remove;
     ``cpu_ms_per_pod`` counts three verb calls and one bind (the watch streams' reads come on top).
-    ``--pin`` runs the service on a CPU of its own.
+    ``noop_extender`` is the same cycle played, round for round in alternation with the service's
+    rounds, against the no-op extender of ``bench/noopextender.py``: the same uvicorn process and
+    application class, a route set that decodes every body in full, keeps every node, scores 0 and
+    POSTs the Binding through the same API client to a fake API server of its own (the same fake and
+    cluster; the service never sees the no-op's pods). ``floor_ratio`` is its CPU per pod over the
+    service's: the service's throughput as a fraction of the no-op's on a CPU-bound control plane
+    (issue 29's target: >= 0.90). ``--no-floor`` leaves it out.
+    ``decision_digest`` is a hash of every bind decision of the service's rounds (``<pod>=<node>``, in
+    order): two builds that decide alike print the same digest for the same ``--nodes``, ``--pods``,
+    ``--repeat`` and ``--seed``.
+    ``--pin`` runs the service (and the no-op) on a CPU of its own.
     ``--memory`` instead loads ``--memory-nodes`` nodes (~20 pods each) and reports the service's
     RSS once the load is in.
 
-Targets (issue 13): cpu_ms_per_pod <= 1.5 at 500 nodes, <= 2.0 at 1,000 nodes; bind p50 <= 3 ms;
-RSS <= 500 MB for 5,000 nodes / 100,000 pods.
+Targets (issue 29): floor_ratio >= 0.90; cpu_ms_per_pod <= 1.2 at 500 nodes, <= 1.4 at 1,000 nodes,
+on the 2-CPU VM of the issue; RSS <= 500 MB for 5,000 nodes / 100,000 pods.
 
 Run from the repository root::
 
@@ -52,7 +62,9 @@ One JSON object is printed on stdout; a wrong answer exits non-zero with the rea
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -122,7 +134,15 @@ def run_service(kubeconfig: str, port: int) -> None:
 
 def serve_asgi(app: Any, port: int, lifespan: str) -> None:
     """Serve ``app`` on 127.0.0.1:``port`` as the service runs here: uvicorn, one worker, httptools,
-    uvloop, no access log; ``lifespan`` is uvicorn's setting (``on`` / ``off``)."""
+    uvloop, no access log; ``lifespan`` is uvicorn's setting (``on`` / ``off``).
+
+    With ``$CYCLE_SERVER`` = ``granian`` (``--server granian``), Granian's embedded ASGI server instead,
+    in this process (one Rust runtime thread, HTTP/1.1, uvloop, no access log), so the process's CPU
+    is still the whole of the serving.
+    """
+    if os.environ.get("CYCLE_SERVER", "uvicorn") == "granian":
+        serve_granian(app, port, lifespan)
+        return
     import uvicorn
 
     uvicorn.run(
@@ -135,6 +155,25 @@ def serve_asgi(app: Any, port: int, lifespan: str) -> None:
         access_log=False,
         lifespan=lifespan,
     )
+
+
+def serve_granian(app: Any, port: int, lifespan: str) -> None:
+    """Serve ``app`` under Granian's embedded server (``granian.server.embed``) in this process, on uvloop;
+    SIGINT stops it. ``lifespan`` ``on`` runs the ASGI lifespan, ``off`` does not."""
+    import uvloop
+    from granian.constants import HTTPModes, Interfaces
+    from granian.server.embed import Server
+
+    interface = Interfaces.ASGI if lifespan == "on" else Interfaces.ASGINL
+    server = Server(app, address="127.0.0.1", port=port, interface=interface, http=HTTPModes.http1, log_enabled=False)
+
+    async def main() -> None:
+        import asyncio
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, server.stop)
+        await server.serve()
+
+    uvloop.run(main())
 
 
 async def noop_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -153,6 +192,14 @@ async def noop_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": b'"' + b"x" * 2046 + b'"'})
+
+
+def run_noop_extender(kubeconfig: str, port: int) -> None:
+    """No-op extender process entry point: :func:`bench.noopextender.create_noop_app` under the service's
+    uvicorn settings (:func:`serve_asgi`), its Bindings going to the API server of ``kubeconfig``."""
+    from bench.noopextender import create_noop_app
+
+    serve_asgi(create_noop_app(kubeconfig), port, lifespan="on")
 
 
 def run_noop(port: int) -> None:
@@ -252,17 +299,23 @@ def write_kubeconfig(directory: str, port: int) -> str:
 
 
 class Stack:
-    """The fake API server and the service, each in its own (spawned) process."""
+    """The fake API server and the service, each in its own (spawned) process; with ``noop``, also the
+    no-op extender (:mod:`bench.noopextender`) on a fake API server of its own (the same fake, the same
+    cluster), so the service never sees the no-op's pods."""
 
-    def __init__(self, nodes: int, seed: int, profile: str | None = None, pin: bool = False) -> None:
+    def __init__(
+        self, nodes: int, seed: int, profile: str | None = None, pin: bool = False, noop: bool = False
+    ) -> None:
         self.ctx = mp.get_context("spawn")
         self.tmp = tempfile.TemporaryDirectory(prefix="cycle-")
         self.fake_port, self.port = free_port(), free_port()
-        ready = self.ctx.Event()
-        self.fake = self.ctx.Process(target=serve_fake, args=(self.fake_port, nodes, seed, ready), daemon=True)
-        self.fake.start()
-        if not ready.wait(600):
-            raise BenchFailure("the fake API server did not start")
+        self.fake = self.start_fake(self.fake_port, nodes, seed)
+        self.noop_fake: Any = None
+        self.noop: Any = None
+        self.noop_proc: psutil.Process | None = None
+        if noop:
+            self.noop_fake_port, self.noop_port = free_port(), free_port()
+            self.noop_fake = self.start_fake(self.noop_fake_port, nodes, seed)
         if profile:
             os.environ["CYCLE_PROFILE"] = profile
         kubeconfig = write_kubeconfig(self.tmp.name, self.fake_port)
@@ -270,12 +323,35 @@ class Stack:
         self.service.start()
         assert self.service.pid is not None
         self.proc = psutil.Process(self.service.pid)
+        if noop:
+            noop_dir = os.path.join(self.tmp.name, "noop")
+            os.mkdir(noop_dir)
+            noop_config = write_kubeconfig(noop_dir, self.noop_fake_port)
+            self.noop = self.ctx.Process(target=run_noop_extender, args=(noop_config, self.noop_port), daemon=True)
+            self.noop.start()
+            assert self.noop.pid is not None
+            self.noop_proc = psutil.Process(self.noop.pid)
         if pin:
             pin_service(self.proc, psutil.Process(self.fake.pid))
+            if self.noop_proc is not None:
+                pin_service(self.noop_proc, psutil.Process(self.noop_fake.pid))
 
-    def cpu(self) -> float:
-        """CPU seconds (user + system) the service process used so far."""
-        t = self.proc.cpu_times()
+    def start_fake(self, port: int, nodes: int, seed: int) -> Any:
+        """Start a fake API server (bench/fakeapi.py) on ``port``; its process once it listens.
+
+        Raises:
+            BenchFailure: it did not start in time.
+        """
+        ready = self.ctx.Event()
+        fake = self.ctx.Process(target=serve_fake, args=(port, nodes, seed, ready), daemon=True)
+        fake.start()
+        if not ready.wait(600):
+            raise BenchFailure("the fake API server did not start")
+        return fake
+
+    def cpu(self, proc: psutil.Process | None = None) -> float:
+        """CPU seconds (user + system) the service process (or ``proc``) used so far."""
+        t = (proc or self.proc).cpu_times()
         return float(t.user + t.system)
 
     def rss(self) -> int:
@@ -301,38 +377,58 @@ class Stack:
             time.sleep(0.05)
         raise BenchFailure(f"service not ready after {timeout:.0f} s")
 
-    def fake_stats(self) -> dict[str, Any]:
-        """The fake's counters (events sent, binds, kubelet updates pending, open watches)."""
-        _, data = get(self.fake_port, "/bench/stats")
+    def wait_noop_ready(self, timeout: float = 120.0) -> None:
+        """Until the no-op extender's /readyz answers 200.
+
+        Raises:
+            BenchFailure: it exited or was not ready in time.
+        """
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.noop.is_alive() or not self.noop_fake.is_alive():
+                raise BenchFailure("the no-op extender or its fake API server exited (see stderr)")
+            try:
+                if get(self.noop_port, "/readyz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise BenchFailure(f"no-op extender not ready after {timeout:.0f} s")
+
+    def fake_stats(self, port: int | None = None) -> dict[str, Any]:
+        """The fake's (or the fake on ``port``'s) counters (events sent, binds, kubelet updates pending,
+        open watches)."""
+        _, data = get(port or self.fake_port, "/bench/stats")
         stats: dict[str, Any] = orjson.loads(data)
         return stats
 
-    def wait_idle(self, timeout: float = 120.0) -> float:
-        """Until the service used less than :data:`IDLE_CPU_S` over one window; returns the monotonic
-        time at the start of that quiet window (when the work ended, within one window)."""
+    def wait_idle(self, timeout: float = 120.0, proc: psutil.Process | None = None) -> float:
+        """Until the service (or ``proc``) used less than :data:`IDLE_CPU_S` over one window; returns the
+        monotonic time at the start of that quiet window (when the work ended, within one window)."""
         deadline = time.monotonic() + timeout
-        last, t_last = self.cpu(), time.monotonic()
+        last, t_last = self.cpu(proc), time.monotonic()
         while time.monotonic() < deadline:
             time.sleep(IDLE_WINDOW_S)
-            now, t_now = self.cpu(), time.monotonic()
+            now, t_now = self.cpu(proc), time.monotonic()
             if now - last < IDLE_CPU_S:
                 return t_last
             last, t_last = now, t_now
         raise BenchFailure("the service never became idle")
 
-    def idle_rate(self, seconds: float = 2.0) -> float:
-        """CPU seconds per second the idle service uses (expiry sweep, background plugins)."""
-        c0, t0 = self.cpu(), time.monotonic()
+    def idle_rate(self, seconds: float = 2.0, proc: psutil.Process | None = None) -> float:
+        """CPU seconds per second the idle service (or ``proc``) uses (expiry sweep, background plugins)."""
+        c0, t0 = self.cpu(proc), time.monotonic()
         time.sleep(seconds)
-        return (self.cpu() - c0) / (time.monotonic() - t0)
+        return (self.cpu(proc) - c0) / (time.monotonic() - t0)
 
     def close(self) -> None:
-        """Stop the service (SIGINT: uvicorn shuts down) and the fake."""
-        if self.service.is_alive() and self.service.pid:
-            os.kill(self.service.pid, signal.SIGINT)
-            self.service.join(10)
-        for p in (self.service, self.fake):
-            if p.is_alive():
+        """Stop the service and the no-op (SIGINT: uvicorn shuts down) and the fakes."""
+        for p in (self.service, self.noop):
+            if p is not None and p.is_alive() and p.pid:
+                os.kill(p.pid, signal.SIGINT)
+                p.join(10)
+        for p in (self.service, self.fake, self.noop, self.noop_fake):
+            if p is not None and p.is_alive():
                 p.kill()
                 p.join(5)
         self.tmp.cleanup()
@@ -372,15 +468,15 @@ def post(conn: http.client.HTTPConnection, path: str, body: bytes) -> tuple[int,
     return resp.status, resp.read()
 
 
-def new_pods(count: int, round_: int = 0) -> list[dict[str, Any]]:
-    """``count`` copies of the captured pod as new pods to create (``cycle-<i>``, ``cycle-<round>-<i>`` after
-    the first round; uid set by the fake)."""
+def new_pods(count: int, round_: int = 0, prefix: str = "cycle") -> list[dict[str, Any]]:
+    """``count`` copies of the captured pod as new pods to create (``<prefix>-<i>``, ``<prefix>-<round>-<i>``
+    after the first round; uid set by the fake)."""
     template = load_wire_pod()
     pods = []
     for i in range(count):
         pod = orjson.loads(orjson.dumps(template))
         meta = pod["metadata"]
-        meta["name"] = f"cycle-{i}" if round_ == 0 else f"cycle-{round_}-{i}"
+        meta["name"] = f"{prefix}-{i}" if round_ == 0 else f"{prefix}-{round_}-{i}"
         meta["uid"] = str(uuid.uuid4())
         for key in ("resourceVersion", "creationTimestamp"):
             meta.pop(key, None)
@@ -391,8 +487,13 @@ def new_pods(count: int, round_: int = 0) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- phases
-def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, list[float]]:
+def drive(
+    stack: Stack, nodes: int, pods: list[dict[str, Any]], decisions: list[str] | None = None, noop: bool = False
+) -> dict[str, list[float]]:
     """Create ``pods`` and schedule each through filter -> prioritize -> bind; per-verb wall times (seconds).
+
+    With ``noop``, against the no-op extender and its fake instead of the service. Each bind decision
+    (``<pod>=<node>``) is appended to ``decisions`` when given.
 
     Raises:
         BenchFailure: a non-200 answer, an Error, or a pod that fits nowhere.
@@ -400,8 +501,8 @@ def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, lis
     names = [f"node-{i:05d}" for i in range(nodes)]
     window = num_feasible_nodes_to_find(nodes)
     times: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
-    fake = http.client.HTTPConnection("127.0.0.1", stack.fake_port, timeout=120)
-    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    fake = http.client.HTTPConnection("127.0.0.1", stack.noop_fake_port if noop else stack.fake_port, timeout=120)
+    conn = http.client.HTTPConnection("127.0.0.1", stack.noop_port if noop else stack.port, timeout=60)
     perf = time.perf_counter
     start = 0
     try:
@@ -431,6 +532,8 @@ def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, lis
             best = max(scores, key=lambda e: e["Score"])["Host"] if scores else feasible[0]
             meta = pod["metadata"]
             body = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": best}
+            if decisions is not None:
+                decisions.append(f"{meta['name']}={best}")
             t0 = perf()
             status, data = post(conn, "/bind", orjson.dumps(body))
             times["bind"].append(perf() - t0)
@@ -442,10 +545,10 @@ def drive(stack: Stack, nodes: int, pods: list[dict[str, Any]]) -> dict[str, lis
     return times
 
 
-def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -> dict[str, float]:
-    """Service CPU (ms) per call of /filter and of /prioritize alone, ``calls`` each, with the bodies of
-    the cycle (the watch is quiet meanwhile). What remains of ``cpu_ms_per_pod`` is the bind and the
-    pod's watch events.
+def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int, noop: bool = False) -> dict[str, float]:
+    """Service (or, with ``noop``, no-op extender) CPU (ms) per call of /filter and of /prioritize alone,
+    ``calls`` each, with the bodies of the cycle (the watch is quiet meanwhile). What remains of
+    ``cpu_ms_per_pod`` is the bind and the pod's watch events.
 
     Raises:
         BenchFailure: a non-200 answer.
@@ -457,18 +560,19 @@ def verb_cpu(stack: Stack, nodes: int, pods: list[dict[str, Any]], calls: int) -
         for i, pod in enumerate(pods[:calls])
     ]
     out = {}
-    conn = http.client.HTTPConnection("127.0.0.1", stack.port, timeout=60)
+    proc = stack.noop_proc if noop else None
+    conn = http.client.HTTPConnection("127.0.0.1", stack.noop_port if noop else stack.port, timeout=60)
     try:
         for verb in ("filter", "prioritize"):
             for body in bodies[:20]:  # warm the connection and the parse caches as the cycle did
                 post(conn, f"/{verb}", body)
-            stack.wait_idle()
-            c0 = stack.cpu()
+            stack.wait_idle(proc=proc)
+            c0 = stack.cpu(proc)
             for body in bodies:
                 status, data = post(conn, f"/{verb}", body)
                 if status != 200:
                     raise BenchFailure(f"/{verb}: HTTP {status}: {data[:300]!r}")
-            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu() - c0) / len(bodies) * 1000, 3)
+            out[f"{verb}_cpu_ms_per_call"] = round((stack.cpu(proc) - c0) / len(bodies) * 1000, 3)
     finally:
         conn.close()
     return out
@@ -492,47 +596,96 @@ def check_applied(stack: Stack, pods: list[dict[str, Any]]) -> None:
     raise BenchFailure(f"the service never applied the bind of {meta['name']} (node {node})")
 
 
+class Round:
+    """One round's figures: CPU per pod (ms) net of the idle rate and raw, wall seconds, watch events sent,
+    and the pods as created (as kube-scheduler sent them)."""
+
+    def __init__(self, net: float, raw: float, wall: float, events: int, pods: list[dict[str, Any]]) -> None:
+        self.net, self.raw, self.wall, self.events, self.pods = net, raw, wall, events, pods
+
+
+def play_round(
+    stack: Stack,
+    args: argparse.Namespace,
+    round_: int,
+    idle: float,
+    times: dict[str, list[float]],
+    decisions: list[str] | None = None,
+    noop: bool = False,
+) -> Round:
+    """Schedule ``args.pods`` new pods through the service (or the no-op extender) and wait until it is
+    idle again; the round's CPU per pod. Wall latencies are appended to ``times``.
+
+    Raises:
+        BenchFailure: as :func:`drive`, or the service never applied its binds.
+    """
+    proc = stack.noop_proc if noop else None
+    fake_port = stack.noop_fake_port if noop else stack.fake_port
+    pods = new_pods(args.pods, round_, "noop" if noop else "cycle")
+    sent0 = stack.fake_stats(fake_port)["events_sent"]
+    c0, t0 = stack.cpu(proc), time.monotonic()
+    for verb, values in drive(stack, args.nodes, pods, decisions, noop).items():
+        times.setdefault(verb, []).extend(values)
+    while stack.fake_stats(fake_port)["pending_kubelet"]:
+        time.sleep(0.01)
+    t1 = stack.wait_idle(proc=proc)
+    cpu = stack.cpu(proc) - c0 - IDLE_CPU_S  # the quiet window's own CPU is (at most) IDLE_CPU_S
+    events = stack.fake_stats(fake_port)["events_sent"] - sent0
+    if not noop:
+        check_applied(stack, pods)
+    return Round(max(0.0, cpu - idle * (t1 - t0)) / args.pods * 1000, cpu / args.pods * 1000, t1 - t0, events, pods)
+
+
+def latencies(times: dict[str, list[float]]) -> dict[str, Any]:
+    """Per verb: ``{"p50_ms", "p99_ms"}`` of wall times in seconds."""
+    out: dict[str, Any] = {}
+    for verb, values in times.items():
+        p50, p99 = np.percentile(np.array(values), [50, 99]) * 1000
+        out[verb] = {"p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3)}
+    return out
+
+
 def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
-    """The cycle and watch phases at ``args.nodes`` nodes; the result object."""
-    stack = Stack(args.nodes, args.seed, args.profile, pin=args.pin)
+    """The cycle and watch phases at ``args.nodes`` nodes, alternating each round with a round of the
+    no-op extender (unless ``args.no_floor``); the result object."""
+    with_noop = not args.no_floor
+    stack = Stack(args.nodes, args.seed, args.profile, pin=args.pin, noop=with_noop)
     try:
         stack.wait_ready()
         stack.wait_idle()
         idle = stack.idle_rate()
+        noop_idle = 0.0
+        if with_noop:
+            stack.wait_noop_ready()
+            stack.wait_idle(proc=stack.noop_proc)
+            noop_idle = stack.idle_rate(proc=stack.noop_proc)
+            # warm the no-op as the service is warmed by its load: first-use imports and connections
+            play_round(stack, argparse.Namespace(**{**vars(args), "pods": 20}), 10_000, noop_idle, {}, noop=True)
         if args.profile:
             assert stack.service.pid is not None
             os.kill(stack.service.pid, signal.SIGUSR1)
-        rounds: list[float] = []
-        raw: list[float] = []
+        rounds: list[Round] = []
+        noop_rounds: list[Round] = []
         times: dict[str, list[float]] = {}
-        wall = 0.0
-        events = 0
+        noop_times: dict[str, list[float]] = {}
+        decisions: list[str] = []
         for round_ in range(args.repeat):
-            pods = new_pods(args.pods, round_)
-            sent0 = stack.fake_stats()["events_sent"]
-            c0, t0 = stack.cpu(), time.monotonic()
-            for verb, values in drive(stack, args.nodes, pods).items():
-                times.setdefault(verb, []).extend(values)
-            while stack.fake_stats()["pending_kubelet"]:
-                time.sleep(0.01)
-            t1 = stack.wait_idle()
-            cpu = stack.cpu() - c0 - IDLE_CPU_S  # the quiet window's own CPU is (at most) IDLE_CPU_S
-            wall += t1 - t0
-            events += stack.fake_stats()["events_sent"] - sent0
-            check_applied(stack, pods)
-            raw.append(cpu / args.pods * 1000)
-            rounds.append(max(0.0, cpu - idle * (t1 - t0)) / args.pods * 1000)
+            rounds.append(play_round(stack, args, round_, idle, times, decisions))
+            if with_noop:
+                noop_rounds.append(play_round(stack, args, round_, noop_idle, noop_times, noop=True))
+        raw = [r.raw for r in rounds]
+        wall = sum(r.wall for r in rounds)
+        events = sum(r.events for r in rounds)
+        pods = rounds[-1].pods
         if args.profile:
             assert stack.service.pid is not None
             os.kill(stack.service.pid, signal.SIGUSR2)
             time.sleep(1.0)
-        verbs: dict[str, Any] = {}
-        for verb, values in times.items():
-            p50, p99 = np.percentile(np.array(values), [50, 99]) * 1000
-            verbs[verb] = {"p50_ms": round(float(p50), 3), "p99_ms": round(float(p99), 3)}
+        verbs = latencies(times)
         verbs["candidates_per_filter"] = num_feasible_nodes_to_find(args.nodes)
 
         split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500))
+        noop_split = verb_cpu(stack, args.nodes, pods, min(len(pods), 500), noop=True) if with_noop else {}
         filter_body = orjson.dumps(
             {
                 "Pod": pods[0],
@@ -556,11 +709,13 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         floor, client_floor = http_floor(filter_body, 2000, stack.tmp.name)
     finally:
         stack.close()
-    return {
+    cpu_ms = float(np.median([r.net for r in rounds]))
+    result: dict[str, Any] = {
         "nodes": args.nodes,
         "pods": args.pods,
-        "cpu_ms_per_pod": round(float(np.median(rounds)), 3),
-        "cpu_ms_per_pod_rounds": [round(r, 3) for r in rounds],
+        "server": args.server,
+        "cpu_ms_per_pod": round(cpu_ms, 3),
+        "cpu_ms_per_pod_rounds": [round(r.net, 3) for r in rounds],
         "cpu_ms_per_pod_raw": round(float(np.median(raw)), 3),
         "idle_cpu_ms_per_s": round(idle * 1000, 3),
         "wall_s": round(wall, 3),
@@ -577,7 +732,22 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
             "cpu_us_per_event": round(max(0.0, wcpu - idle * wwall) / max(1, touched) * 1e6, 1),
             "events_per_second": round(touched / wwall, 1),
         },
+        "decisions": len(decisions),
+        "decision_digest": hashlib.sha256("\n".join(decisions).encode()).hexdigest()[:16],
     }
+    if with_noop:
+        noop_ms = float(np.median([r.net for r in noop_rounds]))
+        result["noop_extender"] = {
+            "cpu_ms_per_pod": round(noop_ms, 3),
+            "cpu_ms_per_pod_rounds": [round(r.net, 3) for r in noop_rounds],
+            "cpu_ms_per_pod_raw": round(float(np.median([r.raw for r in noop_rounds])), 3),
+            "idle_cpu_ms_per_s": round(noop_idle * 1000, 3),
+            **latencies(noop_times),
+            **noop_split,
+        }
+        # the no-op's CPU per pod over ours: on a CPU-bound control plane, our throughput over the no-op's
+        result["floor_ratio"] = round(noop_ms / cpu_ms, 3) if cpu_ms > 0 else None
+    return result
 
 
 def run_memory(args: argparse.Namespace) -> dict[str, Any]:
@@ -623,10 +793,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="cycle rounds of --pods new pods each; CPU per pod is their median (default 1)",
     )
     p.add_argument(
+        "--server",
+        choices=("uvicorn", "granian"),
+        default="uvicorn",
+        help="the ASGI server of the service, the no-op extender and the HTTP floor (default uvicorn)",
+    )
+    p.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="leave out the no-op extender's rounds (noop_extender, floor_ratio)",
+    )
+    p.add_argument(
         "--pin", action="store_true", help="run the service on a CPU of its own (steadier CPU figures on 2 CPUs)"
     )
     args = p.parse_args(argv)
     require_at_least(p, args, 1, ("nodes", "pods", "touches", "memory_nodes", "repeat"))
+    if args.server == "granian" and importlib.util.find_spec("granian") is None:
+        p.error("--server granian needs the granian package (not a dependency of the service): pip install granian")
     return args
 
 
@@ -641,6 +824,7 @@ def require_at_least(p: argparse.ArgumentParser, args: argparse.Namespace, least
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: print the result JSON; exit 1 with the reason on a failure."""
     args = parse_args(argv)
+    os.environ["CYCLE_SERVER"] = args.server  # read by serve_asgi in the spawned processes
     try:
         result = run_memory(args) if args.memory else run_cycle(args)
     except BenchFailure as exc:

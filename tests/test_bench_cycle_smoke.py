@@ -44,6 +44,27 @@ def test_cycle_bench_prints_result_json() -> None:
     floor = result["http_floor"]
     assert floor["cpu_ms_per_request"] > 0 and floor["client_cpu_ms_per_bind"] > 0
     assert abs(floor["cpu_ms_per_pod"] - 3 * floor["cpu_ms_per_request"] - floor["client_cpu_ms_per_bind"]) <= 0.003
+    # the no-op extender played the same rounds, alternating, against its own fake
+    noop = result["noop_extender"]
+    assert len(noop["cpu_ms_per_pod_rounds"]) == 2
+    assert min(noop["cpu_ms_per_pod_rounds"]) <= noop["cpu_ms_per_pod"] <= max(noop["cpu_ms_per_pod_rounds"])
+    assert noop["cpu_ms_per_pod"] > 0
+    assert noop["filter_cpu_ms_per_call"] >= 0 and noop["prioritize_cpu_ms_per_call"] >= 0
+    for verb in ("filter", "prioritize", "bind"):
+        assert 0 < noop[verb]["p50_ms"] <= noop[verb]["p99_ms"]
+    assert result["floor_ratio"] == round(noop["cpu_ms_per_pod"] / result["cpu_ms_per_pod"], 3)
+    assert result["decisions"] == 60 and len(result["decision_digest"]) == 16
+
+
+def test_cycle_bench_decisions_repeat_on_a_fixed_seed() -> None:
+    """Two runs of the same seed bind every pod to the same node (the digest the builds are compared by)."""
+    a = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor")
+    b = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor")
+    assert "noop_extender" not in a and "floor_ratio" not in a
+    assert a["decisions"] == 20
+    assert a["decision_digest"] == b["decision_digest"]
+    c = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor", "--seed", "2")
+    assert c["decision_digest"] != a["decision_digest"]  # the digest does see the decisions
 
 
 def test_cycle_bench_memory_mode() -> None:

@@ -20,6 +20,8 @@ KEYS = {
     "members",
     "candidates_per_filter",
     "schedule_seconds",
+    "schedule_service_cpu_s",
+    "schedule_driver_cpu_s",
     "waiting_binds",
     "release_seconds",
     "rss_idle_mb",
@@ -45,6 +47,7 @@ def test_gang_bench_prints_result_json() -> None:
     assert (result["nodes"], result["members"], result["waiting_binds"]) == (50, 20, 19)
     assert result["candidates_per_filter"] == 50  # fewer than 100 nodes: kube-scheduler sends them all
     assert result["release_seconds"] > 0 and result["schedule_seconds"] > 0
+    assert result["schedule_service_cpu_s"] > 0 and result["schedule_driver_cpu_s"] > 0
     assert result["rss_idle_mb"] > 10 and result["rss_peak_mb"] >= result["rss_waiting_mb"] > 10
     assert result["targets"] == {"release_seconds": 1.0, "rss_above_idle_mb": 50.0}
 
