@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from app.api.topology import format_cpuset as format_cpuset  # the kernel's list format, shared with the scheduler
+
 #: Default CFS period (microseconds), ``system.DefaultCPUCFSPeriod``.
 CFS_PERIOD_US = 100_000
 #: Bounds of ``cpu.shares`` (v1), ``util/system/cgroup.go``.
@@ -119,20 +121,6 @@ def parse_cpuset(text: str) -> list[int]:
                 raise ValueError(f"invalid cpu {part!r}")
             cpus.add(n)
     return sorted(cpus)
-
-
-def format_cpuset(cpus: list[int] | set[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"`` (the kernel's format)."""
-    out: list[str] = []
-    ordered = sorted(set(cpus))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def check_name(value: str, what: str) -> str:
