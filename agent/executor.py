@@ -9,6 +9,7 @@ file of this node's cgroup version, validates bounds, skips values that are alre
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -286,7 +287,7 @@ class CgroupExecutor:
                 own = int(current_text)
             except ValueError:
                 own = None
-            fitted = self._fit_quota(path, canonical, write.reason, own)
+            fitted = self._fit_quota(path, canonical, write.reason, own, routine=write.routine)
             if fitted != canonical:
                 self._clamped[spath] = (os.path.dirname(os.path.dirname(spath)), write)
             else:
@@ -326,40 +327,46 @@ class CgroupExecutor:
             and self.layout.version == CgroupVersion.V1
             and not _is_lower(wanted_text, current_text)
         ):
-            self._raise_clamped_children(path)
+            self._raise_clamped_children(path, write.routine)
         return True
 
-    def _remember_lowered(self, child_dir: str, name: str, held: int, reason: str) -> None:
+    def _remember_lowered(self, child_dir: str, name: str, held: int, reason: str, routine: bool = False) -> None:
         """A child quota was lowered to fit a new parent quota: remember the value it held (unless a clamped
-        request is already remembered) so that it rises again with the parent."""
+        request is already remembered) so that it rises again with the parent; ``routine``: the lowering was
+        one step of a continuous adjustment, and so is the rise (logged at DEBUG)."""
         spath = os.path.join(child_dir, name)
         if spath in self._clamped:
             return
         rel = os.path.relpath(child_dir, self.layout.root / "cpu")
         # a value the kubelet set above all cpus of the node is restored as the largest one in bounds
         held = min(held, self.bounds.max_cfs_quota)
-        write = CgroupWrite("cpu.cfs_quota_us", rel, str(held), reason or "restore after parent quota")
+        write = CgroupWrite("cpu.cfs_quota_us", rel, str(held), reason or "restore after parent quota", routine=routine)
         self._clamped[spath] = (os.path.dirname(child_dir), write)
 
-    def _raise_clamped_children(self, path: Path) -> None:
-        """The quota at ``path`` rose: apply again the writes of its child dirs that it had clamped."""
+    def _raise_clamped_children(self, path: Path, routine: bool = False) -> None:
+        """The quota at ``path`` rose: apply again the writes of its child dirs that it had clamped. When the
+        rise was ``routine`` (one step of BE suppression), so are the writes it causes (logged at DEBUG)."""
         parent_dir = os.path.dirname(str(path))
         for write in [w for grandparent, w in self._clamped.values() if grandparent == parent_dir]:
-            self.update(write, verify=True)
+            self.update(dataclasses.replace(write, routine=True) if routine else write, verify=True)
 
-    def _fit_quota(self, path: Path, canonical: str, reason: str, current: int | None = None) -> str:
+    def _fit_quota(
+        self, path: Path, canonical: str, reason: str, current: int | None = None, *, routine: bool = False
+    ) -> str:
         """cgroup v1 refuses a cfs quota above the parent's or below a child's (EINVAL): clamp the new value
         to the parent's quota, and first lower children (and grandchildren, bottom-up) that exceed it.
 
         ``current``: the dir's quota now (us); children are only scanned when the quota is lowered (the kernel
-        keeps them at or below the current one, so a raise cannot conflict)."""
+        keeps them at or below the current one, so a raise cannot conflict). ``routine``: the write is one step
+        of a continuous adjustment (BE suppression), so the clamps it causes are logged at DEBUG, not INFO."""
+        level = logging.DEBUG if routine else logging.INFO
         quota = int(canonical)
         try:
             parent = int(read_text(path.parent.parent / path.name))
         except (OSError, ValueError):
             parent = -1
         if parent != -1 and (quota == -1 or quota > parent) and quota != -1:
-            log.info("%s: %d clamped to the parent's quota %d", path, quota, parent)
+            log.log(level, "%s: %d clamped to the parent's quota %d", path, quota, parent)
             quota = parent
         if quota == -1:
             return canonical if parent == -1 or canonical == "-1" else str(quota)
@@ -374,13 +381,13 @@ class CgroupExecutor:
                 if cur == -1 or cur <= quota:
                     continue
                 if self.dry_run:
-                    log.info("dry-run: would write %s: %d -> %d (%s)", f, cur, quota, reason)
+                    log.log(level, "dry-run: would write %s: %d -> %d (%s)", f, cur, quota, reason)
                     continue
                 with open(f, "w") as fh:
                     fh.write(str(quota))
                 self._cache.pop(str(f), None)
-                self._remember_lowered(d, path.name, cur, reason)
-                log.info("cgroup %s: %d -> %d (below the parent's new quota)", f, cur, quota)
+                self._remember_lowered(d, path.name, cur, reason, routine)
+                log.log(level, "cgroup %s: %d -> %d (below the parent's new quota)", f, cur, quota)
             except (OSError, ValueError):
                 continue
         return str(quota)

@@ -56,3 +56,26 @@ def test_suppression_logs_its_regime_once_and_its_steps_at_debug(
             time.sleep(0.1)
         stopped = [m for m in _infos(caplog) if m.startswith("suppressBECPU: BE pods no longer suppressed")]
         assert len(stopped) == 1, _infos(caplog)
+
+
+def test_clamps_caused_by_a_suppression_step_are_debug(cgtree: CgroupTree, caplog: pytest.LogCaptureFixture) -> None:
+    """A suppression step that lowers the besteffort quota below a pod's lowers the pod too (cgroup v1 refuses
+    a child above its parent), and the next step that raises it raises the pod again: each of those pod
+    writes is part of the step, so it is DEBUG like the step. A pod quota set for its own sake stays INFO."""
+    from agent.cgroups import CgroupLayout
+    from agent.executor import CgroupExecutor, CgroupWrite
+
+    pod_dir = cgtree.pod("be-0032", "besteffort", ("be32c",))
+    layout = CgroupLayout.detect(cgtree.root, cgtree.kubepods)
+    executor = CgroupExecutor(layout)
+    with caplog.at_level(logging.DEBUG, logger="agent"):
+        assert executor.update(CgroupWrite("cpu.cfs_quota_us", pod_dir, "200000", "batchresource"))
+        assert [r.levelno for r in caplog.records if "batchresource" in r.getMessage()] == [logging.INFO]
+        caplog.clear()
+        for quota in ("120800", "130000", "110000", "150000"):
+            be = f"{cgtree.kubepods}/besteffort"
+            step = CgroupWrite("cpu.cfs_quota_us", be, quota, "AdjustBEByNodeCPUUsage", routine=True)
+            assert executor.update(step)
+            assert cgtree.read("cpu", pod_dir, "cpu.cfs_quota_us") == quota  # the pod follows its parent
+        assert caplog.records, "the steps and the pod writes they caused are logged"
+        assert [r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG] == []
