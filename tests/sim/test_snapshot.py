@@ -211,7 +211,7 @@ def test_snapshot_from_a_running_service(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "files to" in result.output and "DROPPED (NOT READ BY THE PLUGINS)" in result.output
     pods = {p["metadata"]["name"]: p for p in json.loads((out / "pods.json").read_text())["items"]}
-    assert set(pods) == {"web-1", "api-1", "spark-exec-1", "cache-1", "batch-job-1"}
+    assert set(pods) == {"web-1", "web-2", "api-1", "spark-exec-1", "cache-1", "batch-job-1"}
     assert "image" not in pods["web-1"]["spec"]["containers"][0]
     configmaps = json.loads((out / "configmaps.json").read_text())["items"]
     names = sorted(c["metadata"]["name"] for c in configmaps)

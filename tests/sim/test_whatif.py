@@ -220,7 +220,8 @@ def test_koord_sim_keeps_its_replay_and_points_to_whatif() -> None:
     )
     for python_name in ("<str>", "<bool>", "<int>", "<Path>", "<path>"):
         assert python_name not in whatif_help.output
-    missing = runner.invoke(cli, ["sim"])  # the replay's own options, as before: --nodes is required
+    # the replay's own options, parsed as before: an option without its value is a usage error naming it
+    missing = runner.invoke(cli, ["sim", "--nodes"])
     assert missing.exit_code == 2 and "--nodes" in missing.output
 
 
@@ -255,5 +256,5 @@ def test_malformed_cluster_files_exit_2_naming_the_file(tmp_path: Path, inputs: 
     args = ["sim", "whatif", "--cluster", str(cluster), "--config", str(strict), "--config", str(loose), "--quiet"]
     result = CliRunner().invoke(cli, [*args, "--jobs", "1"])
     assert result.exit_code == 2
-    assert f"--cluster: {cluster / 'broken.yaml'}: not valid YAML" in result.output.replace("\n", "")
+    assert f"--cluster: {cluster / 'broken.yaml'}:2: not valid YAML" in result.output.replace("\n", "")
     assert "Traceback" not in result.output
