@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -118,10 +119,21 @@ _SKIP_STATE = _PodState(True, {})
 #: Per-node columns in the node table (see ``_flush``).
 _COLUMN_PREFIX = NAME + "/"
 _COLUMNS = ("valid", "perCore", "free", "full", "spread")
+#: NUMA slots per node in the per-NUMA-node columns; a node with more NUMA nodes is judged one by one.
+_NUMA_SLOTS = 16
+#: per node: how many NUMA nodes (-1: more than the slots), whether any zone has cpu / memory
+_NUMA_SCALARS = ("numaCount", "numaHasCpu", "numaHasMemory")
+#: per NUMA node (slot k = the k-th lowest id): available cpu (milli) and memory (bytes), and the free cpus
+#: there usable without a required policy, under required FullPCPUs, under required SpreadByPCPUs
+_NUMA_VECTORS = ("numaCpu", "numaMemory", "numaFree", "numaFull", "numaSpread")
+_USABLE_KEY = {n.CPU_BIND_FULL_PCPUS: "full", n.CPU_BIND_SPREAD_BY_PCPUS: "spread"}
+_NUMA_USABLE_KEY = {n.CPU_BIND_FULL_PCPUS: "numaFull", n.CPU_BIND_SPREAD_BY_PCPUS: "numaSpread"}
 # Status is immutable: failing nodes share one per reason
 _INVALID_TOPOLOGY = Status.unresolvable(n.ERR_INVALID_CPU_TOPOLOGY)
 _SMT_ALIGNMENT = Status.unresolvable(n.ERR_SMT_ALIGNMENT)
 _NOT_ENOUGH_CPUS = Status.unschedulable(n.ERR_NOT_ENOUGH_CPUS)
+_VECTOR_NUMA_POLICIES = frozenset({n.NUMA_POLICY_BEST_EFFORT, n.NUMA_POLICY_RESTRICTED, n.NUMA_POLICY_SINGLE_NUMA_NODE})
+_MISSING_NUMA = Status.unresolvable(n.ERR_MISSING_NUMA_RESOURCES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +181,8 @@ class NodeNUMAResource(
         self.manager = CPUManager()
         self.memo = TopologyMemo()
         self._views: dict[str, _View] = {}
+        #: nodes whose per-NUMA-node columns are stale (refreshed only when a NUMA-policy pod reads them)
+        self._numa_dirty: set[str] = set()
         self._pending: dict[str, tuple[str, str, dict[str, str], int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._nominators: list[ReservationNominator] | None = None
@@ -416,6 +430,7 @@ class NodeNUMAResource(
             row = table.row(name)
             if row is None:
                 continue
+            self._numa_dirty.add(name)
             view = self._view(name)
             if view is None or not view.opts.cpu_valid():
                 for col in cols.values():
@@ -429,6 +444,136 @@ class NodeNUMAResource(
             cols["spread"][row] = len(filter_by_required_policy(view.opts.cpu, view.free, n.CPU_BIND_SPREAD_BY_PCPUS))
         dirty.clear()
 
+    def _flush_numa(self, names: list[str]) -> None:
+        """Refresh the per-NUMA-node columns of those of ``names`` changed since they were last read (after
+        :meth:`_flush`, which marks them), so pods without a NUMA policy never pay for them."""
+        self._flush()
+        dirty = self._numa_dirty
+        if not dirty:
+            return
+        todo = dirty.intersection(names)
+        dirty -= todo
+        table = self.handle.snapshot.table
+        for name in todo:
+            row = table.row(name)
+            if row is not None:
+                self._flush_numa_row(self._view(name), name, row)
+
+    def _flush_numa_row(self, view: _View | None, name: str, row: int) -> None:
+        """Refresh one row of the per-NUMA-node columns (what :func:`.topology_hint.admit` reads in Filter)."""
+        table = self.handle.snapshot.table
+        scalars = {key: table.column(_COLUMN_PREFIX + key) for key in _NUMA_SCALARS}
+        vectors = {key: table.column(_COLUMN_PREFIX + key, tail=(_NUMA_SLOTS,)) for key in _NUMA_VECTORS}
+        for col in (*scalars.values(), *vectors.values()):
+            col[row] = 0
+        if view is None:
+            return
+        ids = view.opts.numa_nodes()
+        if len(ids) > _NUMA_SLOTS:
+            scalars["numaCount"][row] = -1
+            return
+        scalars["numaCount"][row] = len(ids)
+        available, total = self._numa(view, name)
+        slot = {nid: k for k, nid in enumerate(ids)}
+        for nid, k in slot.items():
+            vectors["numaCpu"][row, k] = available[nid].get(CPU, 0)
+            vectors["numaMemory"][row, k] = available[nid].get(MEMORY, 0)
+        scalars["numaHasCpu"][row] = any(CPU in total[i] for i in ids)
+        scalars["numaHasMemory"][row] = any(MEMORY in total[i] for i in ids)
+        cpu = view.opts.cpu
+        if cpu is None:
+            return
+        for key, policy in (
+            ("numaFree", ""),
+            ("numaFull", n.CPU_BIND_FULL_PCPUS),
+            ("numaSpread", n.CPU_BIND_SPREAD_BY_PCPUS),
+        ):
+            usable = filter_by_required_policy(cpu, view.free, policy) if policy else view.free
+            col = vectors[key]
+            for nid, count in Counter(map(cpu.node.__getitem__, usable)).items():
+                at = slot.get(nid)
+                if at is not None:
+                    col[row, at] = count
+
+    def _filter_numa_columns(
+        self, ps: _PodState, nodes: NodeBatch, positions: npt.NDArray[np.int64]
+    ) -> tuple[FilterFailures, list[int]]:
+        """Filter of a pod with a NUMA policy on nodes without node-side policies (the merged policy is the
+        pod's), from the columns: what :meth:`_decide` checks for a cpuset, then the topology manager's
+        admission of :func:`.topology_hint.admit` decided over the window at once. Under SingleNUMANode a
+        node admits iff one NUMA node holds the whole request; under Restricted iff the NUMA nodes lacking
+        none of the requested resources hold it together (sums only grow with the mask, so that widest
+        mask fits iff some mask does).
+
+        Returns:
+            (failures, the positions to judge one by one: nodes with more NUMA nodes than the slots).
+        """
+        if ps.numa_policy == n.NUMA_POLICY_BEST_EFFORT:
+            # admission always admits: what is left is the cpuset check without a NUMA policy
+            return (self._filter_columns(ps, nodes, positions) if ps.request_bind else {}), []
+        self._flush_numa([nodes.names[pos] for pos in positions.tolist()])
+        table = self.handle.snapshot.table
+        rows = nodes.rows[positions]
+
+        def scalar(key: str) -> npt.NDArray[np.int64]:
+            return table.column(_COLUMN_PREFIX + key)[rows]
+
+        def vector(key: str) -> npt.NDArray[np.int64]:
+            return table.column(_COLUMN_PREFIX + key, tail=(_NUMA_SLOTS,))[rows]
+
+        failures: FilterFailures = {}
+        count = scalar("numaCount")
+        wide = count < 0
+        undecided = ~wide
+        if ps.request_bind:
+            valid = scalar("valid") > 0
+            failures.update(dict.fromkeys(positions[undecided & ~valid].tolist(), _INVALID_TOPOLOGY))
+            undecided &= valid
+            if ps.required == n.CPU_BIND_FULL_PCPUS:
+                smt = undecided & (ps.num_cpus % np.maximum(scalar("perCore"), 1) != 0)
+                failures.update(dict.fromkeys(positions[smt].tolist(), _SMT_ALIGNMENT))
+                undecided &= ~smt
+        missing = undecided & (count == 0)
+        failures.update(dict.fromkeys(positions[missing].tolist(), _MISSING_NUMA))
+        undecided &= ~missing
+        cpu = vector("numaCpu")
+        memory = vector("numaMemory")
+        usable = vector(_NUMA_USABLE_KEY.get(ps.required, "numaFree")) if ps.request_bind else None
+        if usable is not None and ps.required:
+            cpu = np.minimum(cpu, usable * 1000)  # trim_cpu (available cpu is never negative)
+        want_cpu, want_memory = ps.requests[CPU], ps.requests[MEMORY]
+        use_cpu = (scalar("numaHasCpu") > 0) & bool(want_cpu)
+        use_memory = (scalar("numaHasMemory") > 0) & bool(want_memory)
+        in_node = np.arange(_NUMA_SLOTS) < count[:, None]
+        usable_slot = in_node & ~(use_cpu[:, None] & (cpu == 0)) & ~(use_memory[:, None] & (memory == 0))
+        if ps.numa_policy == n.NUMA_POLICY_SINGLE_NUMA_NODE:
+            fit = (
+                usable_slot & (~use_cpu[:, None] | (cpu >= want_cpu)) & (~use_memory[:, None] | (memory >= want_memory))
+            )
+            if usable is not None:
+                fit &= usable >= ps.num_cpus
+            admitted = fit.any(axis=1)
+        else:
+            admitted = (
+                usable_slot.any(axis=1)
+                & (~use_cpu | ((cpu * usable_slot).sum(axis=1) >= want_cpu))
+                & (~use_memory | ((memory * usable_slot).sum(axis=1) >= want_memory))
+            )
+            if usable is not None:
+                admitted &= (usable * usable_slot).sum(axis=1) >= ps.num_cpus
+        rejected = undecided & ~admitted
+        sep = "," if ps.numa_policy == n.NUMA_POLICY_SINGLE_NUMA_NODE else " & "
+        for with_cpu in (True, False):
+            for with_memory in (True, False):
+                group = rejected & (use_cpu == with_cpu) & (use_memory == with_memory)
+                if not group.any():
+                    continue
+                requested = [r for r, on in ((CPU, with_cpu), (MEMORY, with_memory)) if on] or [CPU]
+                summary = sep.join(f"{r} prefer [] among []" for r in requested)
+                status = Status.unschedulable(n.ERR_NUMA_HINT_CANNOT_ALIGNED.format(summary))
+                failures.update(dict.fromkeys(positions[group].tolist(), status))
+        return failures, positions[wide].tolist()
+
     def _filter_columns(self, ps: _PodState, nodes: NodeBatch, positions: npt.NDArray[np.int64]) -> FilterFailures:
         """Filter of a cpuset pod without a NUMA policy on nodes without node-side policies, from the
         columns: no topology -> unresolvable, SMT misalignment under a required FullPCPUs -> unresolvable,
@@ -437,7 +582,7 @@ class NodeNUMAResource(
         table = self.handle.snapshot.table
         rows = nodes.rows[positions]
         valid = table.column(_COLUMN_PREFIX + "valid")[rows] > 0
-        key = {n.CPU_BIND_FULL_PCPUS: "full", n.CPU_BIND_SPREAD_BY_PCPUS: "spread"}.get(ps.required, "free")
+        key = _USABLE_KEY.get(ps.required, "free")
         usable = table.column(_COLUMN_PREFIX + key)[rows]
         failures: FilterFailures = {}
         invalid = _INVALID_TOPOLOGY
@@ -468,8 +613,9 @@ class NodeNUMAResource(
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions with upstream's reasons (see the module docstring). A cpuset pod without a NUMA
-        policy is judged from per-node columns on the nodes without node-side policies or reservations it
-        owns; every other case node by node."""
+        policy, or with a BestEffort / Restricted / SingleNUMANode one, is judged from per-node columns on the
+        nodes without node-side policies or reservations it owns (and, for a NUMA policy, at most
+        ``_NUMA_SLOTS`` NUMA nodes); every other case node by node."""
         ps = self._state(state, pod)
         if ps.skip or len(nodes) == 0:
             return {}
@@ -480,13 +626,21 @@ class NodeNUMAResource(
         freed = self._victims_cpus(nodes)
         one_by_one: list[int] = []
         vector: list[int] = []
+        numa_vector: list[int] = []
         for pos, name in enumerate(nodes.names):
             if name in policy_nodes or name in owned or pos in freed:
                 one_by_one.append(pos)
             elif look_all:
-                (vector if ps.request_bind and not ps.numa_policy else one_by_one).append(pos)
+                if not ps.numa_policy:
+                    (vector if ps.request_bind else one_by_one).append(pos)
+                else:
+                    (numa_vector if ps.numa_policy in _VECTOR_NUMA_POLICIES else one_by_one).append(pos)
         if vector:
             failures.update(self._filter_columns(ps, nodes, np.array(vector, dtype=np.int64)))
+        if numa_vector:
+            found, rest = self._filter_numa_columns(ps, nodes, np.array(numa_vector, dtype=np.int64))
+            failures.update(found)
+            one_by_one.extend(rest)
         for pos in one_by_one:
             name = nodes.names[pos]
             status = self._filter_one(ps, name, owned.get(name, frozenset()) | freed.get(pos, frozenset()))
