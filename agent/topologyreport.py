@@ -175,17 +175,29 @@ def _zones(machine: MachineTopology) -> list[dict[str, Any]]:
     return sorted(zones, key=lambda z: z["name"])
 
 
+def _node_annotation_object(node: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The Node's annotation ``name`` decoded as a JSON object; None when absent or empty.
+
+    Raises:
+        ValueError: not JSON, or JSON that is not an object.
+    """
+    raw = ((node or {}).get("metadata") or {}).get("annotations", {}).get(name)
+    if not raw:
+        return None
+    anno = json.loads(raw)
+    if not isinstance(anno, dict):
+        raise ValueError("expected an object")
+    return anno
+
+
 def node_reservation(machine: MachineTopology, node: dict[str, Any] | None) -> dict[str, Any]:
     """The Node's ``node.koordinator.sh/reservation`` with ``reservedCPUs`` resolved on this machine
     (upstream ``getNodeReserved``: the cpuset as given, else ``resources.cpu`` cpus taken by topology);
     ``{}`` when absent or malformed (logged)."""
-    raw = ((node or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_NODE_RESERVATION)
-    if not raw:
-        return {}
     try:
-        anno = json.loads(raw)
-        if not isinstance(anno, dict):
-            raise ValueError("expected an object")
+        anno = _node_annotation_object(node, ANNOTATION_NODE_RESERVATION)
+        if anno is None:
+            return {}
         out: dict[str, Any] = {}
         if isinstance(anno.get("resources"), dict):
             out["resources"] = anno["resources"]
@@ -208,13 +220,10 @@ def system_qos_resource(node: dict[str, Any] | None) -> dict[str, Any]:
     """The Node's ``node.koordinator.sh/system-qos-resource`` (``{"cpuset": "0-1", "cpusetExclusive": bool}``)
     as upstream re-marshals it (``cpuset`` normalised, empty fields left out); ``{}`` when absent or malformed
     (logged)."""
-    raw = ((node or {}).get("metadata") or {}).get("annotations", {}).get(ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
-    if not raw:
-        return {}
     try:
-        anno = json.loads(raw)
-        if not isinstance(anno, dict):
-            raise ValueError("expected an object")
+        anno = _node_annotation_object(node, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
+        if anno is None:
+            return {}
         out: dict[str, Any] = {}
         if anno.get("cpuset"):
             out["cpuset"] = format_cpuset(parse_cpuset(str(anno["cpuset"])))
