@@ -77,7 +77,8 @@ def test_an_assumed_pod_is_not_reused(service: Any) -> None:
     uid = pod["metadata"]["uid"]
     node = "node-a"
     allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
-    service.cache.apply(Event("Node", EventType.ADDED, {"metadata": {"name": node}, "status": {"allocatable": allocatable}}))
+    node_obj = {"metadata": {"name": node}, "status": {"allocatable": allocatable}}
+    service.cache.apply(Event("Node", EventType.ADDED, node_obj))
     service.cache.assume(service.cache.pods[uid], node)
     got = service.extender.pod_info(pod)
     assert service.cache.pods[uid].node_name == node
