@@ -167,6 +167,33 @@ def _aggregate(spec: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
     return req.total, lim.total
 
 
+#: Pod-level (requests, limits) by the JSON of a spec's ``[containers, initContainers, overhead]``: the
+#: replicas of a workload, and the watch events of one pod (created, bound, running), carry the same
+#: containers, so most parses find their resources here (~1 us to encode the key) instead of
+#: aggregating every container's quantities again (~7 us for one container). Cleared when full.
+_RESOURCES_SEEN: dict[bytes, tuple[dict[str, int], dict[str, int]]] = {}
+
+#: Entries :data:`_RESOURCES_SEEN` holds at most.
+RESOURCES_SEEN_MAX = 4096
+
+
+def _resources(spec: dict[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """:func:`_aggregate` of ``spec``, remembered by its inputs' JSON (:data:`_RESOURCES_SEEN`); each
+    call returns its own dicts. A spec that does not encode (not JSON-shaped) or does not parse is
+    aggregated the long way, so its PodError is exactly :func:`_aggregate`'s."""
+    try:
+        key = orjson.dumps((spec.get("containers"), spec.get("initContainers"), spec.get("overhead")))
+    except orjson.JSONEncodeError:
+        return _aggregate(spec)
+    seen = _RESOURCES_SEEN.get(key)
+    if seen is None:
+        seen = _aggregate(spec)
+        if len(_RESOURCES_SEEN) >= RESOURCES_SEEN_MAX:
+            _RESOURCES_SEEN.clear()
+        _RESOURCES_SEEN[key] = seen
+    return dict(seen[0]), dict(seen[1])
+
+
 #: The conditions whose time PodInfo keeps: PodScheduled (scheduled_time) and Initialized (initialized_time).
 _TIMED_CONDITIONS = ("PodScheduled", "Initialized")
 
@@ -231,7 +258,7 @@ def parse_pod(obj: Any) -> PodInfo:
     uid = _str(meta.get("uid"), "metadata.uid")
     namespace = _str(meta.get("namespace"), "metadata.namespace")
     resource_version = _str(meta.get("resourceVersion"), "metadata.resourceVersion")
-    requests, limits = _aggregate(spec)  # first, so errors name spec.containers[i]
+    requests, limits = _resources(spec)  # first, so errors name spec.containers[i]
     try:
         kube_qos = _str(status.get("qosClass"), "status.qosClass") or kube_qos_class(spec)
     except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
