@@ -164,3 +164,26 @@ def test_a_bad_quantity_is_refused_every_time_not_remembered() -> None:
     for _ in range(2):
         with pytest.raises(PodError, match=r"spec.containers\[0\].resources.requests"):
             parse_pod(make(spec))
+
+
+def test_remembered_classes_follow_every_input() -> None:
+    """QoS and priority class are remembered by the labels, priority and Kubernetes QoS they read: any one of
+    them changing gives the class it calls for, whatever was parsed before."""
+    spec = {"containers": [c({"cpu": "1"})]}
+    burstable = {"qosClass": "Burstable"}
+    seen = [
+        parse_pod(make(spec, status=burstable)),
+        parse_pod(make(spec, labels={"koordinator.sh/qosClass": "BE"}, status=burstable)),
+        parse_pod(make({**spec, "priority": 5500}, status=burstable)),
+        parse_pod(make(spec, labels={"koordinator.sh/priority-class": "koord-free"}, status=burstable)),
+        parse_pod(make(spec, status={"qosClass": "Guaranteed"})),
+        parse_pod(make(spec, status=burstable)),
+    ]
+    assert [(p.qos, p.priority_class) for p in seen] == [
+        (QoSClass.LS, PriorityClass.PROD),
+        (QoSClass.BE, PriorityClass.BATCH),
+        (QoSClass.LS, PriorityClass.BATCH),
+        (QoSClass.LS, PriorityClass.FREE),
+        (QoSClass.LSR, PriorityClass.PROD),
+        (QoSClass.LS, PriorityClass.PROD),
+    ]
