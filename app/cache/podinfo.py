@@ -11,8 +11,9 @@ QoS class, when ``status.qosClass`` is absent, is :func:`app.api.kubeqos.kube_qo
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -85,6 +86,18 @@ class PodInfo:
     def key(self) -> str:
         """``namespace/name``, as klog.KObj prints it."""
         return f"{self.namespace}/{self.name}"
+
+    def with_node_name(self, node_name: str) -> PodInfo:
+        """A copy of this view with ``node_name`` set (the maps are shared, as ``dataclasses.replace``
+        shares them: a PodInfo is never changed in place). What the cache's assume / forget make on
+        every binding: ~1.2 us, where ``replace`` (keyword arguments, field checks) takes ~6.5 us."""
+        copied = PodInfo(*_FIELD_VALUES(self))
+        copied.node_name = node_name
+        return copied
+
+
+#: Every field of a PodInfo, in declaration order (what :meth:`PodInfo.with_node_name` copies).
+_FIELD_VALUES = attrgetter(*(f.name for f in fields(PodInfo)))
 
 
 def _mapping(value: Any, path: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -227,7 +227,7 @@ class ClusterCache:
             if new.node_name:
                 del self.assumed[uid]  # confirmed by the watch
             else:
-                new = replace(new, node_name=assumed.node)  # not yet observed bound: keep our assumption
+                new = new.with_node_name(assumed.node)  # not yet observed bound: keep our assumption
         self._set_pod(uid, new)
 
     def _set_pod(self, uid: str, new: PodInfo | None) -> None:
@@ -343,7 +343,8 @@ class ClusterCache:
             if current.node_name:
                 raise AssumeError(f"pod {current.key} is already assigned to node {current.node_name!r}")
             pod = current
-        assumed = replace(pod, uid=uid, node_name=node)
+        assumed = pod.with_node_name(node)
+        assumed.uid = uid
         self.assumed[uid] = AssumedPod(node=node)
         self._set_pod(uid, assumed)
         return assumed
@@ -367,7 +368,7 @@ class ClusterCache:
         del self.assumed[uid]
         pod = self.pods.get(uid)
         if pod is not None:
-            self._set_pod(uid, replace(pod, node_name=""))
+            self._set_pod(uid, pod.with_node_name(""))
 
     def cleanup_expired(self) -> int:
         """Forget assumed pods whose TTL passed without a confirming event; return how many."""

@@ -187,3 +187,13 @@ def test_remembered_classes_follow_every_input() -> None:
         (QoSClass.LSR, PriorityClass.PROD),
         (QoSClass.LS, PriorityClass.PROD),
     ]
+
+
+def test_with_node_name_is_replace_of_the_node_only() -> None:
+    from dataclasses import replace
+
+    pod = parse_pod(make({"containers": [c({"cpu": "1"})]}, labels={"app": "a"}, status={"phase": "Pending"}))
+    moved = pod.with_node_name("n1")
+    assert moved == replace(pod, node_name="n1")
+    assert moved is not pod and pod.node_name == "" and moved.node_name == "n1"
+    assert moved.with_node_name("") == pod
