@@ -99,6 +99,21 @@ def decode_stored(data: bytes) -> Any:
     return orjson.loads(data)
 
 
+def stored_json(data: bytes) -> bytes:
+    """The plain JSON bytes of ``data``, packed (:func:`pack_object`) or plain (:func:`encode_object`):
+    to compare a stored object with :func:`encode_object` of another without decoding either.
+
+    Raises:
+        ValueError: ``data`` is a Zstandard frame that does not decompress.
+    """
+    if data[:4] != _ZSTD_MAGIC:
+        return data
+    try:
+        return bytes(_CODECS.decompressor.decompress(data))
+    except zstandard.ZstdError as exc:
+        raise ValueError(f"not a packed object: {exc}") from None
+
+
 def unpack_object(data: bytes) -> Any:
     """The JSON value packed in ``data`` by :func:`pack_object`, as fresh Python objects.
 

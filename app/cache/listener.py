@@ -13,7 +13,8 @@ class CacheListener:
     """Base class for components that keep derived state in step with the snapshot cache.
 
     Every hook is called on the event loop thread right after the cache applied the change.
-    Override only the hooks you need; the defaults do nothing.
+    Override only the hooks you need; the defaults do nothing. A listener whose class keeps the default
+    ``on_pod`` is not called for pod events at all (the cache's most frequent ones).
     """
 
     def on_node(self, name: str, node: NodeState | None) -> None:

@@ -294,7 +294,9 @@ class Framework:
     ) -> Status:
         """Bind plugins in order until one does not SKIP; when all skip (or none is enabled) the
         default binder creates the pod's ``Binding`` through ``handle.client`` (upstream DefaultBinder).
-        ``pod_object`` is the Pod to hand the client; the cached object is used when it is None.
+        ``pod_object`` is the Pod to hand the client when the caller has it (a pod the cache does not
+        hold); otherwise the client gets None: a Binding names the pod by namespace, name and uid, no
+        client reads the object, and decoding the cached one cost ~15 us per bind (issue 29).
 
         Returns SUCCESS when bound; an API refusal reads as its message (e.g. ``pods "x" not found``).
         """
@@ -307,8 +309,7 @@ class Framework:
                 continue
             return SUCCESS if status.is_success() else _failed("Bind", plugin.name, status)
         try:
-            obj = pod_object if pod_object is not None else self.handle.snapshot.pod_object(pod.uid)
-            await self.handle.client.bind(pod.namespace, pod.name, pod.uid, node, obj)
+            await self.handle.client.bind(pod.namespace, pod.name, pod.uid, node, pod_object)
         except ApiError as exc:
             return Status.error(str(exc), plugin=DEFAULT_BINDER)
         return SUCCESS

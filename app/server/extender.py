@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
+import orjson
 from cachetools import LRUCache
 
 from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from app.api.jsonbytes import stored_json
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 
 #: Reason for a node the cache does not know (upstream LoadAware's "node not found").
 REASON_NODE_NOT_FOUND = "node not found"
+
+#: A v1 Pod's TypeMeta as JSON members, first (the API server's order) or last (the Kubernetes source's
+#: ``fill`` of a list item): what a cached Pod may carry that kube-scheduler's copy does not.
+_POD_TYPE_HEAD = b'{"kind":"Pod","apiVersion":"v1",'
+_POD_TYPE_TAIL = b',"kind":"Pod","apiVersion":"v1"}'
 
 #: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
 Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
@@ -62,7 +69,10 @@ class ExtenderService:
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
         """Parse the request's pod, reusing the parse of an equal pod (same uid and resourceVersion, and
         the same content: a request that reuses the pair with other content is parsed again; comparing
-        the two dicts costs about 2 us for a 3 KB pod, a parse about 40 us).
+        the two dicts costs about 2 us for a 3 KB pod, a parse about 35 us).
+
+        The first request for a pod version (its ``/filter``) reuses the cache's own parse of it, made
+        when its watch event arrived (:meth:`_cached_parse`), instead of parsing it a second time.
 
         Raises:
             PodError: the pod is malformed.
@@ -75,10 +85,51 @@ class ExtenderService:
             hit = self._recent.get(uid)
             if hit is not None and rv and hit[0].resource_version == rv and hit[1] == obj:
                 return hit[0]
-        pod = parse_pod(obj)
+        pod = (self._cached_parse(uid, rv, obj) if uid and rv else None) or parse_pod(obj)
         if uid:
             self._recent[uid] = (pod, obj)
         return pod
+
+    def _cached_parse(self, uid: str, rv: str, obj: dict[str, Any]) -> PodInfo | None:
+        """The cache's PodInfo of pod ``uid`` when it is exactly what :func:`parse_pod` would make of ``obj``,
+        else None.
+
+        It is when the cache holds the same version (``resourceVersion`` ``rv``), not assumed by a
+        binding (an assumed view carries the chosen node, not ``spec.nodeName``), and the cached Pod
+        object is ``obj`` byte for byte as JSON, but for what :func:`parse_pod` does not read:
+        ``managedFields`` (the Kubernetes source drops them on arrival) and the TypeMeta (``kind`` /
+        ``apiVersion``, which a typed Go object such as kube-scheduler's informer copy leaves out of its
+        JSON, and the API server's watch puts first). Any other difference (content, key order) is a
+        miss, and the request's pod is parsed. Encoding ``obj`` and comparing costs about 5 us for a
+        2 KB pod, a parse about 35 us.
+        """
+        cache = self.cache
+        cached = cache.pods.get(uid)
+        if cached is None or cached.resource_version != rv or uid in cache.assumed:
+            return None
+        stored = cache.pod_objects.encoded(uid)
+        if stored is None:
+            return None
+        meta = obj["metadata"]
+        probe = obj
+        if "managedFields" in meta:
+            probe = dict(obj)
+            probe["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+        try:
+            # plain orjson is encode_object's JSON for a decoded request (no datetimes, no non-string keys)
+            # without its exact-size copy
+            encoded = orjson.dumps(probe)
+            stored = stored_json(stored)
+        except (TypeError, ValueError):
+            return None
+        if stored == encoded:
+            return cached
+        if "kind" in obj or "apiVersion" in obj or encoded[:1] != b"{" or encoded == b"{}":
+            return None
+        members = encoded[1:-1]
+        if stored == _POD_TYPE_HEAD + members + b"}" or stored == b"{" + members + _POD_TYPE_TAIL:
+            return cached
+        return None
 
     @staticmethod
     def candidate_names(args: ExtenderArgs) -> list[str]:

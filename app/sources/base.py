@@ -88,7 +88,8 @@ class ClusterClient(Protocol):
     """
 
     async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
-        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object if known.
+        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object when the caller has
+        it at hand (None for a cached pod: the binding cycle does not decode the cache's copy for it).
 
         Raises:
             NotFound: the pod (or, embedded, the node) does not exist.

@@ -137,3 +137,63 @@ def test_spec_hash_follows_spec_and_conditions_not_metadata() -> None:
     assert parse_pod(obj({"a": "b"}, "1", "True")).spec_hash == base  # a label patch is no renewal
     assert parse_pod(obj({}, "2", "True")).spec_hash != base
     assert parse_pod(obj({}, "1", "False")).spec_hash != base
+
+
+def test_same_containers_share_one_aggregation_but_not_its_dicts() -> None:
+    """Pods with the same containers reuse one aggregation (issue 29); each PodInfo owns its maps, and
+    what the key leaves out (node, labels) or puts in (a changed request) is honoured."""
+    from app.cache import podinfo
+
+    podinfo._RESOURCES_SEEN.clear()
+    spec = {"containers": [c({"cpu": "250m", "memory": "1Gi"}, {"cpu": "1"})], "overhead": {"cpu": "10m"}}
+    a = parse_pod(make(spec))
+    b = parse_pod(make({**spec, "nodeName": "n1"}, labels={"koordinator.sh/qosClass": "BE"}))
+    assert len(podinfo._RESOURCES_SEEN) == 1
+    assert a.requests == b.requests == {"cpu": 260, "memory": 1 << 30}
+    assert a.limits == b.limits == {"cpu": 1010}
+    assert a.requests is not b.requests and a.limits is not b.limits
+    a.requests["cpu"] = 1
+    assert parse_pod(make(spec)).requests["cpu"] == 260
+    assert (b.node_name, b.qos) == ("n1", QoSClass.BE)
+    resized = parse_pod(make({"containers": [c({"cpu": "500m", "memory": "1Gi"}, {"cpu": "1"})]}))
+    assert resized.requests == {"cpu": 500, "memory": 1 << 30}
+
+
+def test_a_bad_quantity_is_refused_every_time_not_remembered() -> None:
+    spec = {"containers": [c({"cpu": "lots"})]}
+    for _ in range(2):
+        with pytest.raises(PodError, match=r"spec.containers\[0\].resources.requests"):
+            parse_pod(make(spec))
+
+
+def test_remembered_classes_follow_every_input() -> None:
+    """QoS and priority class are remembered by the labels, priority and Kubernetes QoS they read: any one of
+    them changing gives the class it calls for, whatever was parsed before."""
+    spec = {"containers": [c({"cpu": "1"})]}
+    burstable = {"qosClass": "Burstable"}
+    seen = [
+        parse_pod(make(spec, status=burstable)),
+        parse_pod(make(spec, labels={"koordinator.sh/qosClass": "BE"}, status=burstable)),
+        parse_pod(make({**spec, "priority": 5500}, status=burstable)),
+        parse_pod(make(spec, labels={"koordinator.sh/priority-class": "koord-free"}, status=burstable)),
+        parse_pod(make(spec, status={"qosClass": "Guaranteed"})),
+        parse_pod(make(spec, status=burstable)),
+    ]
+    assert [(p.qos, p.priority_class) for p in seen] == [
+        (QoSClass.LS, PriorityClass.PROD),
+        (QoSClass.BE, PriorityClass.BATCH),
+        (QoSClass.LS, PriorityClass.BATCH),
+        (QoSClass.LS, PriorityClass.FREE),
+        (QoSClass.LSR, PriorityClass.PROD),
+        (QoSClass.LS, PriorityClass.PROD),
+    ]
+
+
+def test_with_node_name_is_replace_of_the_node_only() -> None:
+    from dataclasses import replace
+
+    pod = parse_pod(make({"containers": [c({"cpu": "1"})]}, labels={"app": "a"}, status={"phase": "Pending"}))
+    moved = pod.with_node_name("n1")
+    assert moved == replace(pod, node_name="n1")
+    assert moved is not pod and pod.node_name == "" and moved.node_name == "n1"
+    assert moved.with_node_name("") == pod

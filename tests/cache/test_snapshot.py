@@ -119,3 +119,34 @@ def test_assume_refuses_unknown_node_and_bound_pods(cache: ClusterCache) -> None
     cache.apply(Event("Pod", EventType.ADDED, pod("b", "n1")))
     with pytest.raises(AssumeError, match="already assigned"):
         cache.assume(parse_pod(pod("b")), "n2")
+
+
+def test_pod_events_reach_the_listeners_that_override_on_pod_only() -> None:
+    """Pod events skip listeners that keep the default ``on_pod`` (issue 29); the others get every pod
+    event, a node-only listener still gets nodes, and a listener that raises is counted, not fatal."""
+    from app.cache.listener import CacheListener
+    from app.cache.snapshot import ClusterCache
+    from app.sources.events import Event, EventType
+
+    seen: list[str] = []
+
+    class NodesOnly(CacheListener):
+        def on_node(self, name: str, node: object) -> None:
+            seen.append(f"node {name}")
+
+    class Pods(CacheListener):
+        def on_pod(self, old: object, new: object) -> None:
+            seen.append("pod")
+
+    class Broken(CacheListener):
+        def on_pod(self, old: object, new: object) -> None:
+            raise ValueError("cannot take it")
+
+    cache = ClusterCache()
+    for listener in (NodesOnly(), Broken(), Pods()):
+        cache.add_listener(listener)
+    cache.apply(Event("Node", EventType.ADDED, {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "1"}}}))
+    cache.apply(Event("Pod", EventType.ADDED, {"metadata": {"name": "p", "uid": "u"}, "spec": {"containers": []}}))
+    assert seen == ["node n", "pod"]
+    assert cache.rejected_by_kind == {"Pod": 1}
+    assert "u" in cache.pods

@@ -1498,3 +1498,66 @@ def test_review_threshold_boundary(allocatable: str, usage: str, threshold: int,
     env.apply("NodeMetric", metric_obj(usage={"cpu": usage, "memory": "1Gi"}))
     env.apply("Node", node_obj(NODE, {"cpu": allocatable, "memory": "512Gi"}))
     assert_status(env.filter(pod_obj("empty-pod")), want)
+
+
+def _renewal_env(**kw: Any) -> tuple[Env, dict[str, Any]]:
+    env = _cache_env({"cpu": 100, "memory": 100}, **kw)
+    env.apply("NodeMetric", {"metadata": {"name": CACHE_NODE}})
+    bound = pod_obj("web", uid="w1", node=CACHE_NODE, req={"cpu": "1", "memory": "1Gi"}, conditions=(scheduled(-5),))
+    env.apply("Pod", bound)
+    env.plugin._flush()
+    return env, bound
+
+
+def test_running_update_that_changes_no_accounting_only_records_the_fingerprint() -> None:
+    """The kubelet's Running update (new conditions, same PodScheduled time, same requests) renews the
+    entry as upstream does, to the very same values: the entry and the node's sums stay, and the node's
+    row is not queued for a rewrite (issue 29)."""
+    env, bound = _renewal_env()
+    load = env.load(CACHE_NODE)
+    held = load.pods["w1"]
+    sums = (list(load.node_delta), list(load.node_estimated), set(load.node_delta_pods))
+    running = copy.deepcopy(bound)
+    running["status"] = {
+        "phase": "Running",
+        "conditions": bound["status"]["conditions"]
+        + [{"type": t, "status": "True", "lastTransitionTime": ts(-1)} for t in ("Initialized", "Ready")],
+    }
+    env.apply("Pod", running, EventType.MODIFIED)
+    assert load.pods["w1"] is held
+    assert held.fingerprint == env.cache.pods["w1"].spec_hash != parse_pod(bound).spec_hash
+    assert (held.timestamp, held.estimated) == (NOW - 5, vec(1000, GI))
+    assert (list(load.node_delta), list(load.node_estimated), set(load.node_delta_pods)) == sums
+    assert CACHE_NODE not in env.plugin._dirty
+
+
+@pytest.mark.parametrize(
+    ("change", "want_timestamp", "want_estimated"),
+    [
+        pytest.param({"req": {"cpu": "2", "memory": "1Gi"}}, NOW - 5, vec(2000, GI), id="resized requests"),
+        pytest.param({"conditions": (scheduled(-2),)}, NOW - 2, vec(1000, GI), id="new PodScheduled time"),
+    ],
+)
+def test_an_update_that_changes_the_accounting_is_still_applied(
+    change: dict[str, Any], want_timestamp: float, want_estimated: list[int]
+) -> None:
+    env, _ = _renewal_env()
+    kw: dict[str, Any] = {"req": {"cpu": "1", "memory": "1Gi"}, "conditions": (scheduled(-5),), **change}
+    env.apply("Pod", pod_obj("web", uid="w1", node=CACHE_NODE, phase="Running", **kw), EventType.MODIFIED)
+    load = env.load(CACHE_NODE)
+    info = load.pods["w1"]
+    assert (info.timestamp, info.estimated) == (want_timestamp, want_estimated)
+    assert load.node_estimated == want_estimated
+    assert CACHE_NODE in env.plugin._dirty
+
+
+def test_initialized_update_renews_the_deadline_when_it_counts() -> None:
+    """With estimatedSecondsAfterInitialized the Initialized time moves the deadline: not an equal renewal."""
+    env, bound = _renewal_env(estimated_seconds_after_initialized=30)
+    held = env.load(CACHE_NODE).pods["w1"]
+    running = copy.deepcopy(bound)
+    running["status"]["conditions"].append({"type": "Initialized", "status": "True", "lastTransitionTime": ts(-1)})
+    env.apply("Pod", running, EventType.MODIFIED)
+    renewed = env.load(CACHE_NODE).pods["w1"]
+    assert renewed is not held
+    assert renewed.deadline == NOW - 1 + 30

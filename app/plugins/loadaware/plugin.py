@@ -85,6 +85,18 @@ def _inverted(value: int) -> int:
     return UNLIMITED - value
 
 
+def _same_assignment(held: AssignInfo, renewed: AssignInfo) -> bool:
+    """``renewed`` would account exactly as ``held`` does (:meth:`NodeLoad._account` reads the key, the
+    timestamp, the estimate, the deadline and the prod flag; the fingerprint only decides renewals)."""
+    return (
+        held.key == renewed.key
+        and held.timestamp == renewed.timestamp
+        and held.deadline == renewed.deadline
+        and held.prod == renewed.prod
+        and held.estimated == renewed.estimated
+    )
+
+
 def _is_reserve_pod(pod: PodInfo) -> bool:
     """A reservation's fake pod (``reservationutil.IsReservePod``); never tracked as assigned."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
@@ -188,9 +200,14 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         A pod that stays on its node keeps its assign info (timestamp, estimate) while its spec and
         ``status.conditions`` are unchanged, as upstream's ``OnUpdate`` does; otherwise it is
         (re-)assigned with its PodScheduled time, or the clock's now when it has none (``assign``).
+        A renewal that comes out as the entry already held (same key, timestamp, estimate, deadline and
+        prod flag: e.g. the kubelet's Running update, whose new conditions keep the PodScheduled time)
+        only records the new fingerprint: taking the entry out of the node's sums and putting it back
+        would leave them as they are, so the node's row is not rewritten either (issue 29).
         Terminated pods are dropped; reserve pods are never assigned.
         """
         fingerprint = new.spec_hash if new is not None else None
+        previous: AssignInfo | None = None
         if old is not None and old.node_name:
             load = self.loads.get(old.node_name)
             previous = load.pods.get(old.uid) if load is not None else None
@@ -200,6 +217,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                     if fingerprint == previous.fingerprint or _is_reserve_pod(new):
                         return  # nothing to renew (assign() ignores reserve pods and keeps the old entry)
                 else:
+                    previous = None
                     load.remove_pod(old.uid)
                     if load.is_empty():
                         del self.loads[old.node_name]
@@ -216,6 +234,9 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             prod=new.priority_class == PriorityClass.PROD,
             fingerprint=fingerprint,
         )
+        if previous is not None and _same_assignment(previous, info):
+            previous.fingerprint = fingerprint
+            return
         self._load(new.node_name).upsert_pod(new.uid, info)
         self._dirty.add(new.node_name)
 

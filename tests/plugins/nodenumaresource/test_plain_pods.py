@@ -36,3 +36,21 @@ def test_with_a_policy_node_only_that_node_judges_a_plain_pod() -> None:
 
     cache.apply(Event("Node", EventType.MODIFIED, cache_node))
     assert p.pre_filter(CycleState(0.0), plain).is_skip()
+
+
+def test_prefilter_state_is_reused_for_the_same_view_only() -> None:
+    """/bind re-runs PreFilter on the view /filter parsed: the same PodInfo object gets the same state
+    without a second parse (issue 29); a new view of the pod (another spec) is parsed afresh."""
+    p = plugin(cache_with(node("a"), nrt("a", "two-numa-ht")))
+    lsr = parse_pod(pod("lsr", "2"))
+    first, again = CycleState(0.0), CycleState(0.0)
+    assert p.pre_filter(first, lsr).is_success() and p.pre_filter(again, lsr).is_success()
+    assert again.get("NodeNUMAResource") is first.get("NodeNUMAResource")
+    assert again.get("NodeNUMAResource").num_cpus == 2
+    bigger = parse_pod(pod("lsr", "4"))
+    state = CycleState(0.0)
+    assert p.pre_filter(state, bigger).is_success()
+    assert state.get("NodeNUMAResource").num_cpus == 4
+    odd = parse_pod(pod("lsr", "1500m"))  # LSR with fractional cpus: refused, and refused again
+    for _ in range(2):
+        assert p.pre_filter(CycleState(0.0), odd).code.label == "UnschedulableAndUnresolvable"
