@@ -118,7 +118,8 @@ def test_cached_rows_equal_exact_path(args: dict[str, Any], data: st.DataObject)
             env.apply("NodeMetric", data.draw(metrics(name)))
     assigned: dict[str, str] = {}
     for step in range(data.draw(st.integers(4, 14))):
-        op = data.draw(st.sampled_from(["metric", "drop-metric", "pod", "unpod", "node", "del-node", "clock"]))
+        ops = ["metric", "drop-metric", "pod", "unpod", "node", "del-node", "clock", "all-metrics"]
+        op = data.draw(st.sampled_from(ops))
         name = data.draw(st.sampled_from(NODES))
         if op == "metric" and name in present:
             env.apply("NodeMetric", data.draw(metrics(name)), EventType.MODIFIED)
@@ -139,6 +140,9 @@ def test_cached_rows_equal_exact_path(args: dict[str, Any], data: st.DataObject)
             env.apply("Node", node_obj(name), EventType.DELETED)
             present.discard(name)
             assigned = {u: n for u, n in assigned.items() if n != name}
+        elif op == "all-metrics":  # many rows rewritten at once: the refresh over arrays, not row by row
+            for other in sorted(present):
+                env.apply("NodeMetric", data.draw(metrics(other)), EventType.MODIFIED)
         elif op == "clock":
             env.now = NOW + data.draw(st.sampled_from([0.0, 100.0, 250.0]))
         if present:
@@ -157,7 +161,11 @@ def test_row_cache_keeps_recent_keys_and_refreshes_rows() -> None:
         calls.append((rows.tolist(), key))
         return column[rows] * key
 
-    cache = EstimateRowCache(compute, size=2)
+    def compute_one(row: int, key: int) -> int:
+        calls.append(([row], key))
+        return int(column[row]) * key
+
+    cache = EstimateRowCache(compute, compute_one, size=2)
     assert cache.get(2, 8).tolist() == [0, 2, 4, 6, 8, 10, 12, 14]
     assert cache.get(2, 8) is cache.get(2, 8)
     assert len(calls) == 1
@@ -166,6 +174,11 @@ def test_row_cache_keeps_recent_keys_and_refreshes_rows() -> None:
     cache.refresh(np.array([5], dtype=np.int64))
     assert calls[-2:] == [([5], 2), ([5], 3)]
     assert cache.get(2, 8)[5] == 200 and cache.get(3, 8)[5] == 300
+    column[:6] = 7
+    cache.refresh(np.arange(6, dtype=np.int64))  # more than ONE_BY_ONE rows: one compute per key
+    assert calls[-2:] == [(list(range(6)), 2), (list(range(6)), 3)]
+    assert cache.get(2, 8).tolist() == [14] * 6 + [12, 14]
+    cache.get(3, 8)
     cache.get(4, 8)  # third key: 2 (least recently used) goes
     assert len(cache) == 2
     calls.clear()
@@ -176,3 +189,17 @@ def test_row_cache_keeps_recent_keys_and_refreshes_rows() -> None:
     cache.get(2, 16)  # the table grew: everything is recomputed
     assert calls[-1] == (list(range(16)), 2)
     assert len(cache) == 1
+
+
+def test_score_row_takes_numpy_beyond_python_safe_values() -> None:
+    """A row whose values would wrap int64 is scored by the numpy path, so both paths still agree."""
+    env = Env({"resourceWeights": {"cpu": 1, "memory": 1}})
+    env.apply("Node", node_obj("big", {"cpu": "96", "memory": "4Ei"}))
+    env.apply("NodeMetric", metric_obj("big", usage={"cpu": "10", "memory": "3Ei"}))
+    row = env.cache.table.row("big")
+    assert row is not None
+    plugin = env.plugin
+    pod = parse_pod(pod_obj(req={"cpu": "1", "memory": "1Gi"}))
+    key = (plugin._score_key(pod), plugin.pod_estimate(CycleState(env.now), pod).tobytes())
+    assert plugin._score_row(row, key) == int(plugin._score_rows(np.array([row], dtype=np.int64), key)[0])
+    assert_same(env, pod_obj(req={"cpu": "1", "memory": "1Gi"}), ["big"])

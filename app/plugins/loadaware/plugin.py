@@ -17,6 +17,7 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
@@ -91,6 +92,16 @@ def _inverted(value: int) -> int:
     return UNLIMITED - value
 
 
+#: Values below this (in absolute value) keep every step of Score's arithmetic inside int64 (see _score_row).
+_PYTHON_SAFE = 2**55
+
+
+@functools.lru_cache(maxsize=64)
+def _bounds(raw: bytes) -> tuple[int, ...]:
+    """The inverted estimate (:func:`_inverted` of each value) of an estimate vector's bytes, as Python ints."""
+    return tuple(_inverted(e) for e in np.frombuffer(raw, dtype=np.int64).tolist())
+
+
 def _is_reserve_pod(pod: PodInfo) -> bool:
     """A reservation's fake pod (``reservationutil.IsReservePod``); never tracked as assigned."""
     return pod.annotations.get(ANNOTATION_RESERVE_POD) == "true"
@@ -140,6 +151,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if args.dominant_resource_weight == 0 and is_empty(weights):
             self.weights = None
         self._weight_sum = int(sum(weights))
+        self._weight_list = [int(w) for w in weights]
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
@@ -160,9 +172,9 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table.column(_S_UPD, np.float64)
         #: Filter's verdict per row for (pod class, estimate): 0 passes, else 1 + 2 * (first resource over its
         #: cut-off) + (aggregated thresholds); the expiry test stays per call (it depends on the time).
-        self._verdicts = EstimateRowCache(self._verdict_rows)
+        self._verdicts = EstimateRowCache(self._verdict_rows, self._verdict_row)
         #: Score per row for (usage column, estimate), before the freshness test (per call, by the time).
-        self._scores = EstimateRowCache(self._score_rows)
+        self._scores = EstimateRowCache(self._score_rows, self._score_row)
         #: One shared Status per verdict code (see ``_verdicts``).
         self._code_statuses: dict[int, Status] = {}
         handle.add_listener(self)
@@ -396,8 +408,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         is the first resource (name order) whose estimate exceeds the row's cut-off and ``aggregated``
         whether the row's thresholds are the aggregated ones (the reason's wording)."""
         v, raw = key
-        vector = np.frombuffer(raw, dtype=np.int64)
-        bound = np.array([_inverted(e) for e in vector.tolist()], dtype=np.uint64)
+        bound = np.array(_bounds(raw), dtype=np.uint64)
         table = self.handle.snapshot.table
         exceed = table.column(_F_LIM[v]).take(rows, axis=0) > bound
         if exceed.shape[1] == 0:
@@ -405,6 +416,16 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         first = exceed.argmax(axis=1).astype(np.int16)
         aggregated = table.column(_F_AGG[v]).take(rows).astype(np.int16)
         return np.where(_any_per_row(exceed), 1 + 2 * first + aggregated, 0).astype(np.int16)
+
+    def _verdict_row(self, row: int, key: tuple[int, bytes]) -> int:
+        """:meth:`_verdict_rows` of one row in Python integers (exact: uint64 values compare as ints)."""
+        v, raw = key
+        table = self.handle.snapshot.table
+        cut_offs = table.column(_F_LIM[v])[row].tolist()
+        for r, (cut_off, bound) in enumerate(zip(cut_offs, _bounds(raw), strict=True)):
+            if cut_off > bound:
+                return 1 + 2 * r + int(table.column(_F_AGG[v])[row])
+        return 0
 
     # ------------------------------------------------------------------ score
     def _score_key(self, pod: PodInfo) -> str:
@@ -454,6 +475,30 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             weight_sum += dominant
         score = score // weight_sum if weight_sum > 0 else np.zeros(len(rows), dtype=np.int64)
         return np.asarray(score, dtype=np.int64)
+
+    def _score_row(self, row: int, key: tuple[str, bytes]) -> int:
+        """:meth:`_score_rows` of one row in Python integers. int64 arithmetic wraps where Python's does not:
+        a row or estimate with a value of 2**55 or more (far beyond any real quantity) takes the numpy path."""
+        column, raw = key
+        weights = self.weights
+        if weights is None:
+            return 0
+        table = self.handle.snapshot.table
+        base = table.column(column)[row].tolist()
+        alloc = table.column(_ALLOC)[row].tolist()
+        estimate = np.frombuffer(raw, dtype=np.int64).tolist()
+        if any(abs(x) >= _PYTHON_SAFE for x in (*base, *alloc, *estimate)):
+            return int(self._score_rows(np.array([row], dtype=np.int64), key)[0])
+        least = [
+            max(a - (b + e), 0) * MAX_NODE_SCORE // max(a, 1) for a, b, e in zip(alloc, base, estimate, strict=True)
+        ]
+        score = sum(x * w for x, w in zip(least, self._weight_list, strict=True))
+        weight_sum = self._weight_sum
+        dominant = self.args.dominant_resource_weight
+        if dominant:
+            score += min(min(least), MAX_NODE_SCORE) * dominant
+            weight_sum += dominant
+        return score // weight_sum if weight_sum > 0 else 0
 
     # ------------------------------------------------------------------ exact paths (tests' reference)
     def _filter_exact(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:

@@ -26,6 +26,12 @@ import numpy.typing as npt
 
 #: ``compute(rows, key)``: the answer of each row of ``rows`` (int64 indices into the table) for ``key``.
 Compute = Callable[[npt.NDArray[np.int64], Any], npt.NDArray[Any]]
+#: ``compute_one(row, key)``: the same answer for one row, in plain Python (a refresh usually rewrites one or
+#: two rows, where a dozen numpy calls on one-row arrays would cost more than the window's whole arithmetic).
+ComputeOne = Callable[[int, Any], int]
+
+#: Refreshes of at most this many rows use ``compute_one`` row by row.
+ONE_BY_ONE = 4
 
 
 class EstimateRowCache:
@@ -34,12 +40,15 @@ class EstimateRowCache:
     Args:
         compute: the per-row answer for a key (see :data:`Compute`); must depend only on the rows'
             columns and the key.
+        compute_one: the same for one row (see :data:`ComputeOne`), used to refresh a few rows; must
+            equal ``compute`` on every row.
         size: how many keys are kept (a cluster whose pods have more distinct estimates recomputes
             over all rows on a miss, as often as the keys alternate).
     """
 
-    def __init__(self, compute: Compute, size: int = 8) -> None:
+    def __init__(self, compute: Compute, compute_one: ComputeOne, size: int = 8) -> None:
         self._compute = compute
+        self._compute_one = compute_one
         self._size = max(1, size)
         self._arrays: OrderedDict[Hashable, npt.NDArray[Any]] = OrderedDict()
         self._capacity = -1
@@ -72,6 +81,12 @@ class EstimateRowCache:
             return
         rows = rows[rows < self._capacity]  # rows beyond: the table grew, get() will drop everything
         if not len(rows):
+            return
+        if len(rows) <= ONE_BY_ONE:
+            one = self._compute_one
+            for row in rows.tolist():
+                for key, array in self._arrays.items():
+                    array[row] = one(row, key)
             return
         for key, array in self._arrays.items():
             array[rows] = self._compute(rows, key)
