@@ -97,6 +97,12 @@ _PYTHON_SAFE = 2**55
 
 
 @functools.lru_cache(maxsize=64)
+def _values(raw: bytes) -> tuple[int, ...]:
+    """An estimate vector's bytes (int64) as Python ints."""
+    return tuple(np.frombuffer(raw, dtype=np.int64).tolist())
+
+
+@functools.lru_cache(maxsize=64)
 def _bounds(raw: bytes) -> tuple[int, ...]:
     """The inverted estimate (:func:`_inverted` of each value) of an estimate vector's bytes, as Python ints."""
     return tuple(_inverted(e) for e in np.frombuffer(raw, dtype=np.int64).tolist())
@@ -486,8 +492,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table = self.handle.snapshot.table
         base = table.column(column)[row].tolist()
         alloc = table.column(_ALLOC)[row].tolist()
-        estimate = np.frombuffer(raw, dtype=np.int64).tolist()
-        if any(abs(x) >= _PYTHON_SAFE for x in (*base, *alloc, *estimate)):
+        estimate = _values(raw)
+        if max(map(abs, (*base, *alloc, *estimate)), default=0) >= _PYTHON_SAFE:
             return int(self._score_rows(np.array([row], dtype=np.int64), key)[0])
         least = [
             max(a - (b + e), 0) * MAX_NODE_SCORE // max(a, 1) for a, b, e in zip(alloc, base, estimate, strict=True)
