@@ -6,6 +6,7 @@ Malformed JSON, valid JSON of the wrong shape and malformed pods are all :class:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from operator import getitem
 from typing import Any, TypeVar
@@ -122,11 +123,13 @@ class HostPriorityEncoder:
             rows = list(map(entries.__getitem__, names))
         except KeyError:
             rows = [entries.get(n) or self._entry(n) for n in names]
-        if min(scores) < 0 or max(scores) > 10:
+        body = None
+        if min(scores) >= 0:  # a score over 10 has no pre-encoded entry: IndexError, then one by one
+            with contextlib.suppress(IndexError):
+                body = b",".join(map(getitem, rows, scores))
+        if body is None:
             body = b",".join(
                 row[s] if 0 <= s <= 10 else orjson.dumps({"Host": n, "Score": s})
                 for n, row, s in zip(names, rows, scores, strict=True)
             )
-        else:
-            body = b",".join(map(getitem, rows, scores))
         return orjson.Fragment(b"[" + body + b"]")
