@@ -391,12 +391,11 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if not codes.any():
             return failures
         bad = np.flatnonzero(codes)
+        bad_codes = codes[bad].tolist()
         statuses = self._code_statuses
-        for pos, code in zip(bad.tolist(), codes[bad].tolist(), strict=True):
-            shared = statuses.get(code)
-            if shared is None:
-                shared = statuses[code] = self._exceed_status(self.vec.names[(code - 1) >> 1], bool((code - 1) & 1))
-            failures[pos] = shared
+        for code in set(bad_codes).difference(statuses):  # a few distinct reasons: one shared Status each
+            statuses[code] = self._exceed_status(self.vec.names[(code - 1) >> 1], bool((code - 1) & 1))
+        failures.update(zip(bad.tolist(), map(statuses.__getitem__, bad_codes), strict=True))
         return failures
 
     def _exceed_status(self, resource: str, aggregated: bool) -> Status:
