@@ -17,7 +17,6 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
@@ -48,7 +47,6 @@ from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.nodeload import AssignInfo, NodeLoad
 from app.plugins.loadaware.profile import FilterProfile, profile_for_node, profile_from_args
-from app.plugins.loadaware.rowcache import EstimateRowCache
 from app.plugins.loadaware.vector import Vec, Vectorizer, is_empty
 
 NAME = "LoadAwareScheduling"
@@ -72,11 +70,6 @@ _PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
 _F_LIM = ("la:f_lim", "la:f_lim_prod")
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
-# Score's validity test folded into one float64 column, so a call reads one column: the NodeMetric's update
-# time where the node has a NodeMetric with a nodeUsage (_STATE == _HAS_METRIC), else -inf (never fresh: ``now
-# - (-inf)`` is +inf). A row never written holds 0 and may read as fresh, but its cached score is 0 anyway
-# (zero allocatable scores 0), as the exact path answers for it.
-_S_UPD = "la:s_upd"
 
 # Values of the _STATE column.
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
@@ -90,22 +83,6 @@ def _inverted(value: int) -> int:
     cut-off UNLIMITED (nothing checked) is stored as 0, the value of a row never written.
     """
     return UNLIMITED - value
-
-
-#: Values below this (in absolute value) keep every step of Score's arithmetic inside int64 (see _score_row).
-_PYTHON_SAFE = 2**55
-
-
-@functools.lru_cache(maxsize=64)
-def _values(raw: bytes) -> tuple[int, ...]:
-    """An estimate vector's bytes (int64) as Python ints."""
-    return tuple(np.frombuffer(raw, dtype=np.int64).tolist())
-
-
-@functools.lru_cache(maxsize=64)
-def _bounds(raw: bytes) -> tuple[int, ...]:
-    """The inverted estimate (:func:`_inverted` of each value) of an estimate vector's bytes, as Python ints."""
-    return tuple(_inverted(e) for e in np.frombuffer(raw, dtype=np.int64).tolist())
 
 
 def _is_reserve_pod(pod: PodInfo) -> bool:
@@ -132,12 +109,10 @@ class _Estimate(NamedTuple):
         vector: estimated usage per resource (milli-cores, bytes), read-only.
         filter_bound: ``UNLIMITED - vector`` as uint64 (:func:`_inverted`), read-only: the estimate exceeds
             a node's cut-off exactly where the stored cut-off (inverted the same way) is greater than this.
-        key: ``vector``'s bytes: the key of the per-row answers kept for this estimate (:mod:`.rowcache`).
     """
 
     vector: npt.NDArray[np.int64]
     filter_bound: npt.NDArray[np.uint64]
-    key: bytes
 
 
 class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvider):
@@ -157,7 +132,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if args.dominant_resource_weight == 0 and is_empty(weights):
             self.weights = None
         self._weight_sum = int(sum(weights))
-        self._weight_list = [int(w) for w in weights]
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
@@ -175,14 +149,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table.column(_UPDATE, np.float64)
         for key in (*_F_AGG, *_F_ON):
             table.column(key, np.bool_)
-        table.column(_S_UPD, np.float64)
-        #: Filter's verdict per row for (pod class, estimate): 0 passes, else 1 + 2 * (first resource over its
-        #: cut-off) + (aggregated thresholds); the expiry test stays per call (it depends on the time).
-        self._verdicts = EstimateRowCache(self._verdict_rows, self._verdict_row)
-        #: Score per row for (usage column, estimate), before the freshness test (per call, by the time).
-        self._scores = EstimateRowCache(self._score_rows, self._score_row)
-        #: One shared Status per verdict code (see ``_verdicts``).
-        self._code_statuses: dict[int, Status] = {}
         handle.add_listener(self)
 
     # ------------------------------------------------------------------ events
@@ -259,13 +225,11 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             return
         snapshot = self.handle.snapshot
         table = snapshot.table
-        written: list[int] = []
         for name in self._dirty:
             row = table.row(name)
             node = snapshot.node(name)
             if row is None or node is None:
                 continue
-            written.append(row)
             profile = self.profiles.get(name, self.default_profile)
             alloc = self.vec.from_values(node_allocatable(node))
             table.column(_ALLOC)[row] = alloc
@@ -273,7 +237,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             metric = load.metric if load is not None else None
             if load is None or metric is None:
                 table.column(_STATE)[row] = _NO_METRIC
-                table.column(_S_UPD)[row] = -math.inf  # never fresh: scores 0
                 for v in (0, 1):
                     table.column(_F_ON[v])[row] = False
                     table.column(_F_LIM[v])[row] = 0  # nothing checked
@@ -281,9 +244,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             has_usage = metric.node_usage is not None
             table.column(_STATE)[row] = _HAS_METRIC if has_usage else _NIL_NODE_METRIC
             # no updateTime: -inf, not NaN, so that the expiry test can be one comparison (see _fresh)
-            update = metric.update_time if not math.isnan(metric.update_time) else -math.inf
-            table.column(_UPDATE)[row] = update
-            table.column(_S_UPD)[row] = update if has_usage else -math.inf
+            update = metric.update_time
+            table.column(_UPDATE)[row] = update if not math.isnan(update) else -math.inf
             plain: Vec | int = load.plain_base() or 0
             prod = load.prod_base()
             table.column(_PLAIN)[row] = plain
@@ -323,10 +285,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 else:
                     table.column(_F_LIM[v])[row] = 0  # nothing checked
         self._dirty.clear()
-        if written:
-            rows = np.array(written, dtype=np.int64)
-            self._verdicts.refresh(rows)
-            self._scores.refresh(rows)
 
     # ------------------------------------------------------------------ estimation
     def pod_estimate(self, state: CycleState, pod: PodInfo) -> npt.NDArray[np.int64]:
@@ -346,7 +304,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 # estimate > cut-off  <=>  stored (inverted) cut-off > inverted estimate, both uint64
                 bound = np.array([_inverted(e) for e in vector.tolist()], dtype=np.uint64)
                 vector.flags.writeable = bound.flags.writeable = False  # shared by the cycles of this pod
-                cached = _Estimate(vector, bound, vector.tobytes())
+                cached = _Estimate(vector, bound)
                 self._last_estimate = (pod, cached)
             state.write(_ESTIMATE_KEY, cached)
         return cached
@@ -364,151 +322,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions with upstream's reasons (see the module docstring).
-
-        Each node's cut-offs (the largest estimate per resource its threshold still takes) were worked
-        out when its row was written (:meth:`_flush`), and its verdict for the pod's estimate is kept per
-        row (:meth:`_verdict_rows`, refreshed when the row is written): what is left per call is one
-        ``take`` of those verdicts and the expiry check (it depends on the time). Same answers as
-        :meth:`_filter_exact`.
-        """
-        if pod.daemonset or len(nodes) == 0:
-            return {}
-        self._flush()
-        table = self.handle.snapshot.table
-        rows = nodes.rows
-        v = 1 if pod.priority_class == PriorityClass.PROD else 0
-        estimate = self._estimate(state, pod)
-        codes = self._verdicts.get((v, estimate.key), table.capacity).take(rows)
-        failures: FilterFailures = {}
-        if self.args.filter_expired_node_metrics:
-            expired = table.column(_F_ON[v]).take(rows) & self._expired(table.column(_UPDATE).take(rows), state.now)
-            if expired.any():
-                if not self.args.enable_schedule_when_node_metrics_expired:
-                    status = Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)
-                    for pos in np.flatnonzero(expired).tolist():
-                        failures[pos] = status
-                codes[expired] = 0  # an expired NodeMetric's usage is not compared (``codes`` is a copy)
-        if not codes.any():
-            return failures
-        bad = np.flatnonzero(codes)
-        bad_codes = codes[bad].tolist()
-        statuses = self._code_statuses
-        for code in set(bad_codes).difference(statuses):  # a few distinct reasons: one shared Status each
-            statuses[code] = self._exceed_status(self.vec.names[(code - 1) >> 1], bool((code - 1) & 1))
-        failures.update(zip(bad.tolist(), map(statuses.__getitem__, bad_codes), strict=True))
-        return failures
-
-    def _exceed_status(self, resource: str, aggregated: bool) -> Status:
-        """The shared Status of a node whose ``resource`` usage exceeds its (``aggregated``) threshold."""
-        key = (resource, aggregated)
-        shared = self._exceed_statuses.get(key)
-        if shared is None:
-            template = ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD
-            shared = self._exceed_statuses[key] = Status.unschedulable(template % resource)
-        return shared
-
-    def _verdict_rows(self, rows: npt.NDArray[np.int64], key: tuple[int, bytes]) -> npt.NDArray[np.int16]:
-        """Filter's usage verdict of ``rows`` for ``key`` = (0 for pods that are not prod, 1 for prod pods;
-        the estimate vector's bytes), expiry aside: 0 passes, else ``1 + 2 * r + aggregated`` where ``r``
-        is the first resource (name order) whose estimate exceeds the row's cut-off and ``aggregated``
-        whether the row's thresholds are the aggregated ones (the reason's wording)."""
-        v, raw = key
-        bound = np.array(_bounds(raw), dtype=np.uint64)
-        table = self.handle.snapshot.table
-        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > bound
-        if exceed.shape[1] == 0:
-            return np.zeros(len(rows), dtype=np.int16)
-        first = exceed.argmax(axis=1).astype(np.int16)
-        aggregated = table.column(_F_AGG[v]).take(rows).astype(np.int16)
-        return np.where(_any_per_row(exceed), 1 + 2 * first + aggregated, 0).astype(np.int16)
-
-    def _verdict_row(self, row: int, key: tuple[int, bytes]) -> int:
-        """:meth:`_verdict_rows` of one row in Python integers (exact: uint64 values compare as ints)."""
-        v, raw = key
-        table = self.handle.snapshot.table
-        cut_offs = table.column(_F_LIM[v])[row].tolist()
-        for r, (cut_off, bound) in enumerate(zip(cut_offs, _bounds(raw), strict=True)):
-            if cut_off > bound:
-                return 1 + 2 * r + int(table.column(_F_AGG[v])[row])
-        return 0
-
-    # ------------------------------------------------------------------ score
-    def _score_key(self, pod: PodInfo) -> str:
-        """The usage column Score compares for ``pod``: prod usage for a prod pod when
-        ``scoreAccordingProdUsage``, else the score-aggregated usage when configured, else the plain usage."""
-        if self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD:
-            return _PROD
-        agg = self.args.aggregated
-        if agg is not None and agg.score_aggregation_type:
-            return _SAGG
-        return _PLAIN
-
-    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
-        """Scores 0..100 per node; 0 without a fresh NodeMetric or without weights.
-
-        The score of each row for the pod's estimate is kept per row (:meth:`_score_rows`, refreshed when
-        the row is written); what is left per call is one ``take`` of it and the freshness test (it
-        depends on the time). Same answers as :meth:`_score_exact`.
-        """
-        n = len(nodes)
-        if self.weights is None or n == 0:
-            return np.zeros(n, dtype=np.int64)
-        self._flush()
-        table = self.handle.snapshot.table
-        rows = nodes.rows
-        key = (self._score_key(pod), self._estimate(state, pod).key)
-        scores = self._scores.get(key, table.capacity).take(rows)
-        valid = self._fresh(table.column(_S_UPD).take(rows), state.now)
-        return np.where(valid, scores, 0)
-
-    def _score_rows(self, rows: npt.NDArray[np.int64], key: tuple[str, bytes]) -> npt.NDArray[np.int64]:
-        """Score 0..100 of ``rows`` for ``key`` = (usage column, the estimate vector's bytes), freshness
-        aside: upstream's ``leastUsedScore`` per resource, weighted, plus the dominant-resource term."""
-        column, raw = key
-        weights = self.weights
-        if weights is None:
-            return np.zeros(len(rows), dtype=np.int64)
-        table = self.handle.snapshot.table
-        used = table.column(column).take(rows, axis=0) + np.frombuffer(raw, dtype=np.int64)
-        alloc = table.column(_ALLOC).take(rows, axis=0)
-        least = np.maximum(alloc - used, 0) * MAX_NODE_SCORE // np.maximum(alloc, 1)
-        score = least @ weights
-        weight_sum = self._weight_sum
-        dominant = self.args.dominant_resource_weight
-        if dominant:
-            score = score + np.minimum(least.min(axis=1), MAX_NODE_SCORE) * dominant
-            weight_sum += dominant
-        score = score // weight_sum if weight_sum > 0 else np.zeros(len(rows), dtype=np.int64)
-        return np.asarray(score, dtype=np.int64)
-
-    def _score_row(self, row: int, key: tuple[str, bytes]) -> int:
-        """:meth:`_score_rows` of one row in Python integers. int64 arithmetic wraps where Python's does not:
-        a row or estimate with a value of 2**55 or more (far beyond any real quantity) takes the numpy path."""
-        column, raw = key
-        weights = self.weights
-        if weights is None:
-            return 0
-        table = self.handle.snapshot.table
-        base = table.column(column)[row].tolist()
-        alloc = table.column(_ALLOC)[row].tolist()
-        estimate = _values(raw)
-        if max(map(abs, (*base, *alloc, *estimate)), default=0) >= _PYTHON_SAFE:
-            return int(self._score_rows(np.array([row], dtype=np.int64), key)[0])
-        least = [
-            max(a - (b + e), 0) * MAX_NODE_SCORE // max(a, 1) for a, b, e in zip(alloc, base, estimate, strict=True)
-        ]
-        score = sum(x * w for x, w in zip(least, self._weight_list, strict=True))
-        weight_sum = self._weight_sum
-        dominant = self.args.dominant_resource_weight
-        if dominant:
-            score += min(min(least), MAX_NODE_SCORE) * dominant
-            weight_sum += dominant
-        return score // weight_sum if weight_sum > 0 else 0
-
-    # ------------------------------------------------------------------ exact paths (tests' reference)
-    def _filter_exact(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
-        """:meth:`filter_nodes` worked out over the window's columns, without the per-row verdicts: the
-        reference the cached verdicts must equal (tests pin them against it, node by node).
 
         Each node's cut-offs (the largest estimate per resource its threshold still takes) were worked
         out when its row was written (:meth:`_flush`); what is left per call is the expiry check and one
@@ -549,9 +362,9 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             failures[pos] = shared
         return failures
 
-    def _score_exact(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
-        """:meth:`score_nodes` worked out over the window's columns, without the per-row scores: the
-        reference the cached scores must equal (tests pin them against it, node by node)."""
+    # ------------------------------------------------------------------ score
+    def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        """Scores 0..100 per node; 0 without a fresh NodeMetric or without weights."""
         n = len(nodes)
         if self.weights is None or n == 0:
             return np.zeros(n, dtype=np.int64)
