@@ -26,7 +26,7 @@ from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreempti
 from app.cache.podinfo import PodError
 from app.server.bodylimit import too_large_message
 from app.server.state import ServiceState
-from app.server.wire import BadRequest, decode, load_object, validate
+from app.server.wire import BadRequest, decode
 
 router = APIRouter(tags=["extender"])
 
@@ -55,31 +55,8 @@ async def _serve(request: Request, verb: str, handler: Handler) -> Response:
     return Response(content=data, status_code=code, media_type="application/json")
 
 
-def decode_extender_args(body: bytes) -> ExtenderArgs:
-    """``body`` as :class:`ExtenderArgs`, as :func:`~app.server.wire.decode` reads it.
-
-    The shape kube-scheduler sends a nodeCacheCapable extender (``Pod`` an object, ``Nodes`` null or absent,
-    ``NodeNames`` a list of strings) is checked here and the model built without pydantic's validation, which
-    would copy the pod and the name list (~10 us per call over 230 names); any other body goes through the
-    model's validation, so its answer and its error messages are the model's.
-
-    Raises:
-        BadRequest: as :func:`~app.server.wire.decode`.
-    """
-    data = load_object(body, ExtenderArgs)
-    pod, names = data.get("Pod"), data.get("NodeNames")
-    if (
-        type(pod) is dict
-        and data.get("Nodes") is None
-        and type(names) is list
-        and all(type(name) is str for name in names)
-    ):
-        return ExtenderArgs.model_construct(Pod=pod, Nodes=None, NodeNames=names)
-    return validate(data, ExtenderArgs)
-
-
 async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    args = decode_extender_args(body)
+    args = decode(body, ExtenderArgs)
     result, preemption = state.extender.filter_and_preempt(args)
     if preemption is not None:
         state.extender.start_preemption(preemption)
@@ -87,7 +64,7 @@ async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
 
 
 async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    return state.extender.prioritize_answer(decode_extender_args(body))
+    return state.extender.prioritize_answer(decode(body, ExtenderArgs))
 
 
 async def _preempt(state: ServiceState, body: bytes, receive: Receive) -> Any:

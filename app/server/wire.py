@@ -35,15 +35,6 @@ def decode(body: bytes, model: type[M]) -> M:
     Raises:
         BadRequest: empty body, invalid JSON, or a shape ``model`` rejects; the message names the field.
     """
-    return validate(load_object(body, model), model)
-
-
-def load_object(body: bytes, model: type[BaseModel]) -> dict[str, Any]:
-    """Parse ``body`` as a JSON object (to be validated as ``model``, which the messages name).
-
-    Raises:
-        BadRequest: empty body, invalid JSON, or JSON that is not an object.
-    """
     if not body:
         raise BadRequest(f"empty request body: expected a JSON {model.__name__}")
     try:
@@ -52,15 +43,6 @@ def load_object(body: bytes, model: type[BaseModel]) -> dict[str, Any]:
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"expected a JSON object ({model.__name__}), got {type(data).__name__}")
-    return data
-
-
-def validate(data: dict[str, Any], model: type[M]) -> M:
-    """Validate a decoded JSON object against ``model``.
-
-    Raises:
-        BadRequest: a shape ``model`` rejects; the message names the field.
-    """
     try:
         return model.model_validate(data)
     except ValidationError as exc:
