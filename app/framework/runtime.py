@@ -155,16 +155,13 @@ class Framework:
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
                 continue
-            # plugins share one Status per reason: attribute each distinct one once, then map every failure to
-            # it (C-level maps: no Python per failing node)
-            statuses = failed.values()
-            distinct = dict(zip(map(id, statuses), statuses, strict=True))
-            attributed = {key: status.with_plugin(plugin.name) for key, status in distinct.items()}
-            named = map(attributed.__getitem__, map(id, statuses))
-            if alive is None:
-                failures.update(zip(failed, named, strict=True))
-            else:
-                failures.update(zip(map(alive.tolist().__getitem__, failed), named, strict=True))
+            attributed: dict[int, Status] = {}  # plugins share one Status per reason: attribute each once
+            alive_list = None if alive is None else alive.tolist()
+            for pos, status in failed.items():
+                named = attributed.get(id(status))
+                if named is None:
+                    named = attributed[id(status)] = status.with_plugin(plugin.name)
+                failures[pos if alive_list is None else alive_list[pos]] = named
             keep = np.ones(len(sub), dtype=bool)
             keep[np.fromiter(failed, dtype=np.int64, count=len(failed))] = False
             alive = np.flatnonzero(keep) if alive is None else alive[keep]

@@ -171,19 +171,13 @@ class ExtenderService:
                     passing_pos = survivors.tolist() if not missing else np.asarray(positions)[survivors].tolist()
                 bnames = batch.names
                 # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
-                statuses = failures.values()
-                by_id = dict(zip(map(id, statuses), statuses, strict=True))
-                for key, count in Counter(map(id, statuses)).items():
+                by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
+                for key, count in Counter(map(id, failures.values())).items():
                     status = by_id[key]
                     self.rejections[(status.plugin, status.code.label)] += count
-                if all(s.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE for s in by_id.values()):
-                    messages = {key: s.message for key, s in by_id.items()}  # all to FailedNodes, in order
-                    reasons = map(messages.__getitem__, map(id, statuses))
-                    failed.update(zip(map(bnames.__getitem__, failures), reasons, strict=True))
-                else:
-                    for i, status in failures.items():
-                        target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-                        target[bnames[i]] = status.message
+                for i, status in failures.items():
+                    target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
+                    target[bnames[i]] = status.message
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
             error: dict[str, Any] = {
