@@ -86,7 +86,10 @@ class HostPriorityEncoder:
         entries = self._entries
         if len(entries) >= self._max_names:
             entries.clear()
-        entry = entries[name] = tuple(orjson.dumps({"Host": name, "Score": s}) for s in self.SCORES)
+        # built by concatenation, not one orjson.dumps per score: each bytes object orjson returns keeps the
+        # allocation of its output buffer (kilobytes), and 11 per node made 5,000 nodes cost ~180 MB of RSS
+        head = b'{"Host":' + orjson.dumps(name) + b',"Score":'
+        entry = entries[name] = tuple(head + b"%d}" % s for s in self.SCORES)
         return entry
 
     def encode(self, names: Sequence[str], scores: Sequence[int]) -> orjson.Fragment:

@@ -40,3 +40,20 @@ def test_encoder_table_is_bounded_and_lengths_must_match() -> None:
     assert orjson.dumps(encoder.encode([], [])) == b"[]"
     with pytest.raises(ValueError, match="2 names but 1 scores"):
         encoder.encode(["a", "b"], [1])
+
+
+def test_encoder_table_stays_small() -> None:
+    """The kept entries are compact bytes: 5,000 node names (11 entries each) hold under 8 MB (bytes returned by
+    orjson.dumps keep their output buffer's allocation: one per entry held ~180 MB for 5,000 nodes)."""
+    import tracemalloc
+
+    names = [f"node-{i:05d}" for i in range(5000)]
+    tracemalloc.start()
+    try:
+        encoder = HostPriorityEncoder()
+        encoder.encode(names, [3] * len(names))
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(encoder._entries) == 5000
+    assert held < 8 * 2**20, held
