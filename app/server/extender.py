@@ -29,7 +29,7 @@ from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import SUCCESS, Code, Status
 from app.plugins.noderesources.fit import kube_scheduler_fit
-from app.server.wire import BadRequest
+from app.server.wire import BadRequest, HostPriorityEncoder
 from app.sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class ExtenderService:
         self._preemptions: set[asyncio.Task[None]] = set()
         #: Nodes the filter verb rejected since start, by (plugin, status label): /metrics reads it.
         self.rejections: Counter[tuple[str, str]] = Counter()
+        self._priorities = HostPriorityEncoder()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -257,6 +258,16 @@ class ExtenderService:
     # ------------------------------------------------------------------ prioritize
     def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
         """HostPriorityList (0..10 each) in request order; unknown nodes score 0."""
+        names, scores = self.prioritize_scores(args)
+        return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
+
+    def prioritize_answer(self, args: ExtenderArgs) -> orjson.Fragment:
+        """:meth:`prioritize` already encoded (the same JSON bytes), for the HTTP verb: no dict per node."""
+        names, scores = self.prioritize_scores(args)
+        return self._priorities.encode(names, scores)
+
+    def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
+        """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0."""
         names = self.candidate_names(args)
         pod = self.pod_info(args.Pod)
         state = self.framework.new_cycle()
@@ -270,7 +281,7 @@ class ExtenderService:
             else:
                 for pos, score in zip(positions, known, strict=True):
                     scores[pos] = score
-        return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
+        return names, scores
 
     # ------------------------------------------------------------------ preempt
     def preempt(self, args: ExtenderPreemptionArgs) -> dict[str, Any]:

@@ -64,7 +64,7 @@ async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
 
 
 async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    return state.extender.prioritize(decode(body, ExtenderArgs))
+    return state.extender.prioritize_answer(decode(body, ExtenderArgs))
 
 
 async def _preempt(state: ServiceState, body: bytes, receive: Receive) -> Any:

@@ -6,6 +6,9 @@ Malformed JSON, valid JSON of the wrong shape and malformed pods are all :class:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
+from operator import getitem
 from typing import Any, TypeVar
 
 import orjson
@@ -58,3 +61,60 @@ def json_response(content: Any, status_code: int = 200) -> Response:
 def error_response(message: str, status_code: int = 400) -> Response:
     """``{"message": ...}`` with ``status_code``, the shape Koordinator's services answer errors with."""
     return json_response({"message": message}, status_code)
+
+
+class HostPriorityEncoder:
+    """Encodes a HostPriorityList (``[{"Host": name, "Score": score}, ...]``, k8s.io/kube-scheduler/extender/v1)
+    without building a dict per host: the bytes of each host's entry for every extender score 0..10 are made
+    once per node name and joined, which is 2-3x cheaper than 230 dicts through ``orjson.dumps`` (~20 us saved
+    per ``/prioritize`` over 230 nodes). The bytes are exactly ``orjson.dumps`` of the list of dicts.
+
+    Args:
+        max_names: names kept; past it the table is emptied and refilled as names come (requests may name
+            nodes the cache does not know, so the table must not grow without bound).
+    """
+
+    #: Scores with pre-encoded entries (kube-scheduler's extender priorities are 0..10); others are encoded
+    #: one by one.
+    SCORES = range(11)
+
+    def __init__(self, max_names: int = 16384) -> None:
+        self._entries: dict[str, tuple[bytes, ...]] = {}
+        self._max_names = max_names
+
+    def _entry(self, name: str) -> tuple[bytes, ...]:
+        entries = self._entries
+        if len(entries) >= self._max_names:
+            entries.clear()
+        # built by concatenation, not one orjson.dumps per score: each bytes object orjson returns keeps the
+        # allocation of its output buffer (kilobytes), and 11 per node made 5,000 nodes cost ~180 MB of RSS
+        head = b'{"Host":' + orjson.dumps(name) + b',"Score":'
+        entry = entries[name] = tuple(head + b"%d}" % s for s in self.SCORES)
+        return entry
+
+    def encode(self, names: Sequence[str], scores: Sequence[int]) -> orjson.Fragment:
+        """The HostPriorityList of ``names`` with ``scores`` (parallel, ints), as an :class:`orjson.Fragment`
+        that ``orjson.dumps`` writes as is.
+
+        Raises:
+            ValueError: ``names`` and ``scores`` differ in length.
+        """
+        if len(names) != len(scores):
+            raise ValueError(f"{len(names)} names but {len(scores)} scores")
+        if not names:
+            return orjson.Fragment(b"[]")
+        entries = self._entries
+        try:
+            rows = list(map(entries.__getitem__, names))
+        except KeyError:
+            rows = [entries.get(n) or self._entry(n) for n in names]
+        body = None
+        if min(scores) >= 0:  # a score over 10 has no pre-encoded entry: IndexError, then one by one
+            with contextlib.suppress(IndexError):
+                body = b",".join(map(getitem, rows, scores))
+        if body is None:
+            body = b",".join(
+                row[s] if 0 <= s <= 10 else orjson.dumps({"Host": n, "Score": s})
+                for n, row, s in zip(names, rows, scores, strict=True)
+            )
+        return orjson.Fragment(b"[" + body + b"]")

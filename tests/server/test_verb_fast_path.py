@@ -28,10 +28,10 @@ class Recorder:
 
 
 def stub_state(rec: Recorder) -> Any:
-    def prioritize(args: Any) -> list[dict[str, Any]]:
+    def prioritize_answer(args: Any) -> list[dict[str, Any]]:
         return [{"Host": n, "Score": 7} for n in args.NodeNames]
 
-    return SimpleNamespace(metrics=rec, extender=SimpleNamespace(prioritize=prioritize))
+    return SimpleNamespace(metrics=rec, extender=SimpleNamespace(prioritize_answer=prioritize_answer))
 
 
 async def call(

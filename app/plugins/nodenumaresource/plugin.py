@@ -186,9 +186,10 @@ class NodeNUMAResource(
         self._pending: dict[str, tuple[str, str, dict[str, str], int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._nominators: list[ReservationNominator] | None = None
-        #: the last pod parsed by :meth:`_parse` and its state
-        self._last_parse: tuple[PodInfo, _PodState] | None = None
         self.tracker = AllocationTracker(handle, self.manager, on_pod_seen=self._pod_seen)
+        #: The last pod parsed and its parse (or the error it raised): ``/prioritize`` and the binding cycle
+        #: get ``/filter``'s PodInfo object, and a PodInfo is never changed in place.
+        self._last_parse: tuple[PodInfo, _PodState | SpecError | Refused] | None = None
 
     # ------------------------------------------------------------------ node view
     def _view(self, node: str) -> _View | None:
@@ -236,19 +237,24 @@ class NodeNUMAResource(
 
     # ------------------------------------------------------------------ prefilter
     def _parse(self, pod: PodInfo) -> _PodState:
-        """The pod's state (:meth:`_parse_new`), reused for the same :class:`PodInfo` object: /bind re-runs
-        PreFilter on the very view /filter parsed (a PodInfo is never changed in place, and the state
-        depends only on it and the args), ~10 us each time (issue 29). Refusals are not remembered.
+        """:meth:`_parse_pod`, kept for the last PodInfo object (the parse depends only on it and the args).
 
-        Raises SpecError / Refused (see :meth:`pre_filter`)."""
+        Raises SpecError / Refused (see :meth:`pre_filter`), the same error again for the same pod.
+        """
         last = self._last_parse
         if last is not None and last[0] is pod:
-            return last[1]
-        parsed = self._parse_new(pod)
-        self._last_parse = (pod, parsed)
-        return parsed
+            found = last[1]
+        else:
+            try:
+                found = self._parse_pod(pod)
+            except (SpecError, Refused) as exc:
+                found = exc
+            self._last_parse = (pod, found)
+        if isinstance(found, _PodState):
+            return found
+        raise found.with_traceback(None)
 
-    def _parse_new(self, pod: PodInfo) -> _PodState:
+    def _parse_pod(self, pod: PodInfo) -> _PodState:
         """Raises SpecError / Refused (see :meth:`pre_filter`)."""
         spec = resource_spec(pod.annotations)
         numa = numa_topology_spec(pod.annotations)

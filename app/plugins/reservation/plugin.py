@@ -75,6 +75,7 @@ log = logging.getLogger(__name__)
 
 NAME = n.NAME
 _STATE = f"{NAME}/pod"
+_SKIP = Status.skip()
 _CHOSEN = f"{NAME}/chosen"
 #: Shared by every node failing a pod's reservation affinity (a Status is immutable).
 _AFFINITY_MISMATCH = Status.unresolvable(n.ERR_REASON_RESERVATION_AFFINITY)
@@ -130,8 +131,21 @@ class Reservation(
             state.write(_STATE, found)
         return found
 
+    def _nothing_reserved_for(self, pod: PodInfo) -> bool:
+        """No reservation is active and the pod names none (no reservation-affinity, no exact-match annotation):
+        :func:`~app.plugins.reservation.matching.match_pod` would find nothing and raise nothing, so PreFilter
+        and PreScore skip the pod in O(1), without matching (the cycle state is then filled on first use)."""
+        annotations = pod.annotations
+        return (
+            not self.store.any_active()
+            and n.ANNOTATION_RESERVATION_AFFINITY not in annotations
+            and n.ANNOTATION_EXACT_MATCH_RESERVATION not in annotations
+        )
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         """SKIP when the pod ignores reservations or nothing is reserved and it has no affinity."""
+        if self._nothing_reserved_for(pod):
+            return _SKIP
         found = self._pod_state(state, pod)
         if isinstance(found, Status):
             return found
@@ -355,6 +369,8 @@ class Reservation(
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status:
         """SKIP for pods with no candidate reservation (upstream ``preScoreForNormalPod``)."""
+        if self._nothing_reserved_for(pod):
+            return _SKIP
         found = self._pod_state(state, pod)
         if isinstance(found, Status) or found.ignored or not found.by_node:
             return Status.skip()

@@ -54,3 +54,26 @@ def test_prefilter_state_is_reused_for_the_same_view_only() -> None:
     odd = parse_pod(pod("lsr", "1500m"))  # LSR with fractional cpus: refused, and refused again
     for _ in range(2):
         assert p.pre_filter(CycleState(0.0), odd).code.label == "UnschedulableAndUnresolvable"
+
+
+def test_the_pod_parse_is_kept_for_the_same_podinfo_errors_included() -> None:
+    """/prioritize and the binding cycle get /filter's PodInfo object: its parse (or its error) is reused, and
+    the answers are those of a fresh parse; another PodInfo object is parsed anew."""
+    p = plugin(cache_with(node("a"), nrt("a", "two-numa-ht")))
+    lsr = parse_pod(pod("lsr", "2"))
+    first = p.pre_filter(CycleState(0.0), lsr)
+    parsed = p._parse(lsr)
+    assert p._parse(lsr) is parsed  # kept
+    assert p.pre_filter(CycleState(0.0), lsr) == first
+    odd = parse_pod(pod("odd", "1500m", annotations={"scheduling.koordinator.sh/resource-spec": "{bad"}))
+    again = [p.pre_filter(CycleState(0.0), odd) for _ in range(2)]
+    assert again[0] == again[1] and again[0].is_rejected()
+    assert (
+        again[0].reasons
+        == p.pre_filter(
+            CycleState(0.0),
+            parse_pod(pod("odd", "1500m", annotations={"scheduling.koordinator.sh/resource-spec": "{bad"})),
+        ).reasons
+    )
+    other = parse_pod(pod("lsr", "2"))
+    assert p._parse(other) is not parsed and p._parse(other) == parsed
