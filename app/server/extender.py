@@ -256,13 +256,13 @@ class ExtenderService:
         return result, preemption
 
     # ------------------------------------------------------------------ prioritize
-    def prioritize(self, args: ExtenderArgs) -> list[dict[str, Any]]:
-        """HostPriorityList (0..10 each) in request order; unknown nodes score 0."""
-        names, scores = self.prioritize_scores(args)
-        return [{"Host": n, "Score": s} for n, s in zip(names, scores, strict=True)]
-
     def prioritize_answer(self, args: ExtenderArgs) -> orjson.Fragment:
-        """:meth:`prioritize` already encoded (the same JSON bytes), for the HTTP verb: no dict per node."""
+        """The HostPriorityList (``[{"Host": name, "Score": 0..10}, ...]`` in request order; unknown nodes
+        score 0) of :meth:`prioritize_scores`, already encoded for the HTTP verb: no dict per node.
+
+        Raises:
+            PodError: the request's pod is malformed (HTTP 400 upstream of here).
+        """
         names, scores = self.prioritize_scores(args)
         return self._priorities.encode(names, scores)
 
