@@ -322,7 +322,7 @@ class InMemorySource(Source):
         """True once :meth:`start` loaded everything."""
         return self._ready
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Record the binding."""
         self.bindings.append((namespace, name, uid, node))
 

@@ -33,7 +33,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -104,12 +103,10 @@ class BindingCycle:
         self,
         pod: PodInfo,
         node: str,
-        pod_object: dict[str, Any] | None = None,
         caller_gone: Callable[[], Awaitable[None]] | None = None,
     ) -> BindingOutcome:
-        """Bind ``pod`` (its cached or parsed view; ``pod_object`` the Pod as received when the cache
-        does not hold it) to ``node`` through every step; never raises for a plugin or API failure
-        (they become the outcome's status).
+        """Bind ``pod`` (the cache's view of a pod the source reported) to ``node`` through every step;
+        never raises for a plugin or API failure (they become the outcome's status).
 
         ``caller_gone`` returns an awaitable that completes when the caller stopped waiting for the
         answer (kube-scheduler's request timed out and its connection closed); a pod waiting at
@@ -154,7 +151,7 @@ class BindingCycle:
                 status = await fw.run_pre_bind(state, assumed, node)
             if status.is_success():
                 point = "Bind"
-                status = await fw.run_bind(state, assumed, node, pod_object)
+                status = await fw.run_bind(state, assumed, node)
         except BaseException:  # cancelled (the server stops): undo before letting it through
             fw.waiting_pods.reject(assumed.uid, "", "bind request cancelled")
             fw.run_unreserve(state, assumed, node)

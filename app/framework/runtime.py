@@ -289,14 +289,10 @@ class Framework:
                 return _failed("PreBind", plugin.name, status)
         return SUCCESS
 
-    async def run_bind(
-        self, state: CycleState, pod: PodInfo, node: str, pod_object: dict[str, Any] | None = None
-    ) -> Status:
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Bind plugins in order until one does not SKIP; when all skip (or none is enabled) the
         default binder creates the pod's ``Binding`` through ``handle.client`` (upstream DefaultBinder).
-        ``pod_object`` is the Pod to hand the client when the caller has it (a pod the cache does not
-        hold); otherwise the client gets None: a Binding names the pod by namespace, name and uid, no
-        client reads the object, and decoding the cached one cost ~15 us per bind (issue 29).
+        A Binding names the pod by namespace, name and uid: no Pod object is decoded for it.
 
         Returns SUCCESS when bound; an API refusal reads as its message (e.g. ``pods "x" not found``).
         """
@@ -309,7 +305,7 @@ class Framework:
                 continue
             return SUCCESS if status.is_success() else _failed("Bind", plugin.name, status)
         try:
-            await self.handle.client.bind(pod.namespace, pod.name, pod.uid, node, pod_object)
+            await self.handle.client.bind(pod.namespace, pod.name, pod.uid, node)
         except ApiError as exc:
             return Status.error(str(exc), plugin=DEFAULT_BINDER)
         return SUCCESS

@@ -389,7 +389,7 @@ class ExtenderService:
         if pod is None:
             log.info("bind of pod %s/%s (uid %r) refused: %s", args.PodNamespace, args.PodName, args.PodUID, refusal)
             return {"Error": refusal}
-        outcome = await self.binding.run(pod, args.Node, None, caller_gone)
+        outcome = await self.binding.run(pod, args.Node, caller_gone)
         return {"Error": outcome.error}
 
     def bind_target(self, args: ExtenderBindingArgs) -> tuple[PodInfo | None, str]:

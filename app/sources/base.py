@@ -87,9 +87,9 @@ class ClusterClient(Protocol):
     errors of :mod:`app.client.errors`.
     """
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
-        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``; ``pod`` is the object when the caller has
-        it at hand (None for a cached pod: the binding cycle does not decode the cache's copy for it).
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+        """Bind pod ``namespace/name`` (uid ``uid``) to ``node``: a Binding names the pod by those three, so
+        no object is handed over (the binding cycle binds only pods the source reported).
 
         Raises:
             NotFound: the pod (or, embedded, the node) does not exist.
@@ -205,7 +205,7 @@ class Source(ClusterClient, ABC):
         """True once every watched kind has completed its first full list."""
 
     @abstractmethod
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Bind the pod to ``node`` (see :meth:`ClusterClient.bind`); every source implements it."""
 
     def watch_restarts(self) -> int:

@@ -238,12 +238,12 @@ class FileSource(Source):
                     self._sink.apply(Event("NodeMetric", EventType.MODIFIED, metric))
 
     # ------------------------------------------------------------------ bind
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """Record the binding and deliver the bound pod as a watch event on the next loop turn.
 
-        Only a pod this source holds is bound, as only an existing pod can be bound on an API server:
-        ``pod`` (the object from a request) is never added to the cluster. ``uid``, when given, must be
-        the held pod's (the API server's uid precondition on a Binding).
+        Only a pod this source holds is bound, as only an existing pod can be bound on an API server (a
+        pod only seen in a request is never added to the cluster). ``uid``, when given, must be the held
+        pod's (the API server's uid precondition on a Binding).
 
         Raises:
             NotFound: the node or the pod is unknown.

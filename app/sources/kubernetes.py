@@ -407,11 +407,10 @@ class KubernetesSource(Source):
         """Relists and re-watches caused by errors, 410s or dropped streams since start."""
         return self._restarts
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         """POST a ``Binding`` of pod ``namespace/name`` (uid ``uid``) to node ``node``.
 
         The uid precondition makes the API server refuse the binding if the pod was recreated.
-        ``pod`` (the cached object, if known) is not needed: the API server owns the pod.
 
         Raises:
             Conflict: the pod is already bound (``pod x is already assigned to node "y"``) or was recreated.

@@ -41,7 +41,7 @@ class FakeClient:
         self.fail_bind: Exception | None = None
         self.confirm_before_failing = False
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         self.log.append(f"bind {name} {node}")
         if self.confirm_before_failing:  # the watch shows the pod bound, then the answer is lost
             self.cache.apply(Event("Pod", EventType.MODIFIED, _pod_obj(name, node)))

@@ -28,9 +28,9 @@ class RecordingSource(FileSource):
             raise ServerTimeout("etcdserver: request timed out")
         return await super().patch(kind, name, patch, **kw)
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         self.calls.append(f"bind {name}")
-        await super().bind(namespace, name, uid, node, pod)
+        await super().bind(namespace, name, uid, node)
 
 
 def _cluster(tmp: Path) -> Path:

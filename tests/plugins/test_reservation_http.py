@@ -278,7 +278,7 @@ def test_unschedulable_reservation_stays_pending_with_reasons(tmp_path: Path) ->
 
 
 class _FailingBind(FileSource):
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         raise Conflict(f"pod {name} refused by the test's API server")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -28,7 +27,7 @@ class Loaded(Source):
         self.polls += 1
         return self.polls > 2  # ready on the third look: the task waits for it
 
-    async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         pass
 
     @property

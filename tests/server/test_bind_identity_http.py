@@ -126,7 +126,7 @@ async def test_the_file_source_never_adds_a_pod_at_bind(tmp_path: Path) -> None:
     await src.start(sink)  # type: ignore[arg-type]
     try:
         with pytest.raises(NotFound, match='pods "ghost" not found'):
-            await src.bind("default", "ghost", "uid-ghost", "n1", _pod("ghost", "uid-ghost"))
+            await src.bind("default", "ghost", "uid-ghost", "n1")
         with pytest.raises(Conflict, match="UID in precondition: uid-ghost, UID in object meta: uid-web"):
             await src.bind("default", "web", "uid-ghost", "n1")
         assert set(src._objects["Pod"]) == {"default/web"}

@@ -49,7 +49,7 @@ async def test_base_source_delete_is_405() -> None:
         def ready(self) -> bool:
             return True
 
-        async def bind(self, namespace: str, name: str, uid: str, node: str, pod: dict[str, Any] | None = None) -> None:
+        async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
             return None
 
         @property
