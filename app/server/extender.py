@@ -267,7 +267,11 @@ class ExtenderService:
         return self._priorities.encode(names, scores)
 
     def prioritize_scores(self, args: ExtenderArgs) -> tuple[list[str], list[int]]:
-        """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0."""
+        """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0.
+
+        Raises:
+            PodError: the request's pod is malformed.
+        """
         names = self.candidate_names(args)
         pod = self.pod_info(args.Pod)
         state = self.framework.new_cycle()
