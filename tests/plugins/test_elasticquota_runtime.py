@@ -208,3 +208,39 @@ def test_revoke_takes_back_least_important_pods() -> None:
     ctl.sync(mgr, now=1000.0)
     assert ctl.due(mgr, now=1060.0) == []
     assert ctl.due(mgr, now=1121.0) == ["a"]
+
+
+def test_every_update_of_a_pod_is_accounted_as_a_rebuild_would() -> None:
+    """An update that keeps all a quota entry is made of is skipped (issue 29): every update that changes one
+    of them (node, quota label, requests, priority, preemptible label, termination) must still move the pod,
+    and the skipped ones (a status report) must leave it as a rebuild from the same pod would."""
+    quotas = [quota("a", {"cpu": "10"}, CPU), quota("b", {"cpu": "10"}, CPU)]
+    other = pod("other", "1", quota_name="a", node="n1")
+    incremental = _manager(quotas, [other])
+    steps: list[dict[str, Any]] = [
+        pod("x", "2", quota_name="a"),
+        pod("x", "2", quota_name="a", node="n1"),
+        {**pod("x", "2", quota_name="a", node="n1"), "status": {"phase": "Running"}},
+        pod("x", "2", quota_name="b", node="n1"),
+        pod("x", "3", quota_name="b", node="n1"),
+        pod("x", "3", quota_name="b", node="n1", priority=9000),
+        pod("x", "3", quota_name="b", node="n1", priority=9000, non_preemptible=True),
+        {**pod("x", "3", quota_name="b", node="n1", priority=9000), "status": {"phase": "Succeeded"}},
+        pod("x", "3", quota_name="b", node="n1", priority=9000),
+        pod("x", "3", quota_name="b", priority=9000),
+    ]
+    for step in steps:
+        info = parse_pod(step)
+        info.uid = step["metadata"]["uid"]
+        incremental.set_pod(info.uid, info)
+        rebuilt = _manager(quotas, [other, step])
+        assert incremental.entries == rebuilt.entries
+        for name in ("a", "b", "koordinator-root-quota"):
+            got, want = incremental.quotas[name], rebuilt.quotas[name]
+            for field in ("request", "used", "self_np_request", "self_np_used"):
+                # an incremental take-out leaves {"cpu": 0} where a rebuild has {}: the same list
+                assert _nonzero(getattr(got, field)) == _nonzero(getattr(want, field)), (name, field, step)
+
+
+def _nonzero(resources: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in resources.items() if v}

@@ -1532,14 +1532,15 @@ def test_running_update_that_changes_no_accounting_only_records_the_fingerprint(
 
 
 @pytest.mark.parametrize(
-    ("change", "want_timestamp", "want_estimated"),
+    ("change", "want_timestamp", "want_estimated", "want_dirty"),
     [
-        pytest.param({"req": {"cpu": "2", "memory": "1Gi"}}, NOW - 5, vec(2000, GI), id="resized requests"),
-        pytest.param({"conditions": (scheduled(-2),)}, NOW - 2, vec(1000, GI), id="new PodScheduled time"),
+        pytest.param({"req": {"cpu": "2", "memory": "1Gi"}}, NOW - 5, vec(2000, GI), True, id="resized requests"),
+        # the pod reports no usage, so it is estimated whatever its timestamp: the sums stay, the entry is renewed
+        pytest.param({"conditions": (scheduled(-2),)}, NOW - 2, vec(1000, GI), False, id="new PodScheduled time"),
     ],
 )
 def test_an_update_that_changes_the_accounting_is_still_applied(
-    change: dict[str, Any], want_timestamp: float, want_estimated: list[int]
+    change: dict[str, Any], want_timestamp: float, want_estimated: list[int], want_dirty: bool
 ) -> None:
     env, _ = _renewal_env()
     kw: dict[str, Any] = {"req": {"cpu": "1", "memory": "1Gi"}, "conditions": (scheduled(-5),), **change}
@@ -1548,7 +1549,130 @@ def test_an_update_that_changes_the_accounting_is_still_applied(
     info = load.pods["w1"]
     assert (info.timestamp, info.estimated) == (want_timestamp, want_estimated)
     assert load.node_estimated == want_estimated
+    assert (CACHE_NODE in env.plugin._dirty) == want_dirty
+    _assert_sums_as_recomputed(load)
+
+
+def _sums(load: NodeLoad) -> tuple[Any, ...]:
+    return (
+        list(load.prod_usage),
+        list(load.node_delta),
+        list(load.prod_delta),
+        list(load.node_estimated),
+        set(load.node_delta_pods),
+        set(load.prod_delta_pods),
+    )
+
+
+def _assert_sums_as_recomputed(load: NodeLoad) -> None:
+    """The incrementally kept sums equal those worked out afresh from the held entries (set_metric)."""
+    kept = _sums(load)
+    load.set_metric(load.metric)
+    assert _sums(load) == kept
+
+
+def _reported_env(**kw: Any) -> Env:
+    """A node whose NodeMetric (updated now, 60 s reports) reports 200m / 256Mi used by default/web."""
+    env = _cache_env({"cpu": 100, "memory": 100}, **kw)
+    env.apply(
+        "NodeMetric",
+        metric_obj(
+            CACHE_NODE,
+            update=0,
+            usage={"cpu": "1", "memory": "2Gi"},
+            pods=[pod_metric("web", {"cpu": "200m", "memory": "256Mi"})],
+        ),
+    )
+    return env
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "want_delta"),
+    [
+        pytest.param(-5, -100, vec(0, 0), id="scheduled time moves before the report window: usage trusted"),
+        pytest.param(-100, -5, vec(800, GI - 256 * MI), id="scheduled time moves into the report window: estimated"),
+    ],
+)
+def test_a_renewal_that_moves_the_pod_across_the_report_window_re_accounts(
+    before: float, after: float, want_delta: list[int]
+) -> None:
+    """Same key, estimate and prod flag, but the new timestamp changes whether the reported usage is trusted:
+    the entry must come out of the sums and go back in (the shortcut of equal accounting must not apply)."""
+    env = _reported_env()
+    kw: dict[str, Any] = {"uid": "w1", "node": CACHE_NODE, "req": {"cpu": "1", "memory": "1Gi"}}
+    env.apply("Pod", pod_obj("web", conditions=(scheduled(before),), **kw))
+    env.plugin._flush()
+    env.apply("Pod", pod_obj("web", phase="Running", conditions=(scheduled(after),), **kw), EventType.MODIFIED)
+    load = env.load(CACHE_NODE)
+    assert load.pods["w1"].timestamp == NOW + after
+    assert load.node_delta == want_delta
     assert CACHE_NODE in env.plugin._dirty
+    _assert_sums_as_recomputed(load)
+
+
+def test_a_renewal_that_moves_the_deadline_past_the_report_re_accounts() -> None:
+    """estimatedSecondsAfterInitialized: the Initialized time sets a deadline after the NodeMetric's update,
+    so a pod scheduled long ago is estimated again although its timestamp stays."""
+    env = _reported_env(estimated_seconds_after_initialized=30)
+    kw: dict[str, Any] = {"uid": "w1", "node": CACHE_NODE, "req": {"cpu": "1", "memory": "1Gi"}}
+    env.apply("Pod", pod_obj("web", conditions=(scheduled(-100),), **kw))
+    load = env.load(CACHE_NODE)
+    assert load.node_delta == vec(0, 0)
+    env.plugin._flush()
+    running = pod_obj("web", phase="Running", conditions=(scheduled(-100), initialized(-10)), **kw)
+    env.apply("Pod", running, EventType.MODIFIED)
+    assert load.pods["w1"].deadline == NOW - 10 + 30
+    assert load.node_delta == vec(800, GI - 256 * MI)
+    assert CACHE_NODE in env.plugin._dirty
+    _assert_sums_as_recomputed(load)
+
+
+def test_assume_then_bound_event_keeps_the_sums_and_takes_the_scheduled_time() -> None:
+    """The binding's assume accounts the pod at the clock's now; the watch's bound event brings the PodScheduled
+    time. Both are inside the estimation window (no usage reported yet), so the sums stay as the assume left
+    them while the entry takes the new timestamp."""
+    env = _reported_env()
+    env.apply("Node", node_obj(CACHE_NODE, ALLOC_96))
+    pending = pod_obj("new", uid="n1", req={"cpu": "1", "memory": "1Gi"})
+    env.apply("Pod", pending)
+    env.cache.assume(env.cache.pods["n1"], CACHE_NODE)
+    load = env.load(CACHE_NODE)
+    assert load.pods["n1"].timestamp == NOW
+    assert load.node_delta == load.node_estimated == vec(1000, GI)
+    env.plugin._flush()
+    bound = pod_obj("new", uid="n1", node=CACHE_NODE, req={"cpu": "1", "memory": "1Gi"}, conditions=(scheduled(-1),))
+    env.apply("Pod", bound, EventType.MODIFIED)
+    assert load.pods["n1"].timestamp == NOW - 1
+    assert load.node_delta == load.node_estimated == vec(1000, GI)
+    assert CACHE_NODE not in env.plugin._dirty
+    _assert_sums_as_recomputed(load)
+
+
+def test_assigned_estimates_follow_the_priority_class_and_the_custom_factors() -> None:
+    """The plugin remembers assigned pods' estimates by what they are worked out from: pods with the same
+    requests but another priority class (batch pods are estimated from their batch-* requests) or other
+    custom scaling factors get their own estimate."""
+    env = _cache_env({"cpu": 100, "memory": 100}, allow_customize_estimation=True)
+    env.apply("NodeMetric", {"metadata": {"name": CACHE_NODE}})
+    req = {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
+    env.apply("Pod", pod_obj("prod", uid="p", node=CACHE_NODE, req=req))
+    env.apply("Pod", pod_obj("batch", uid="b", node=CACHE_NODE, req=req, priority=BATCH_MIN))
+    factors = {ANN_SCALING_FACTORS: json.dumps({"cpu": 50})}
+    env.apply("Pod", pod_obj("half", uid="h", node=CACHE_NODE, req=req, annotations=factors))
+    env.apply("Pod", pod_obj("prod2", uid="p2", node=CACHE_NODE, req=req))
+    pods = env.load(CACHE_NODE).pods
+    assert pods["p"].estimated == pods["p2"].estimated == vec(1000, GI)
+    assert pods["b"].estimated == vec(500, 256 * MI)
+    assert pods["h"].estimated == vec(500, GI)
+    assert pods["p"].estimated is not pods["p2"].estimated  # each entry has its own list
+    # a priority-class change on a bound pod (same requests) is re-estimated when its conditions change
+    env.apply(
+        "Pod",
+        pod_obj("prod2", uid="p2", node=CACHE_NODE, req=req, priority=BATCH_MIN, conditions=(scheduled(-1),)),
+        EventType.MODIFIED,
+    )
+    assert pods["p2"].estimated == vec(500, 256 * MI)
+    assert env.load(CACHE_NODE).node_estimated == vec(1000 + 500 + 500 + 500, GI + 256 * MI + GI + 256 * MI)
 
 
 def test_initialized_update_renews_the_deadline_when_it_counts() -> None:

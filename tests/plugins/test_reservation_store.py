@@ -63,3 +63,45 @@ def test_victims_path_answers_as_the_matrix_path() -> None:
     assert run([[], [], []]) == expected
     # a victim on n2 gives its pod slot back (the cpu is still held by the reservation)
     assert run([[], [parse_pod(pod("busy", "1", node="n2"))], []])["n2"] == "Insufficient cpu (reserved)"
+
+
+def test_pod_count_column_follows_every_pod_event() -> None:
+    """The store copies a node's pod count only when an event can change it (issue 29): the column must still
+    equal the cache's count through a pod's whole life (assume, the bound and Running updates, completion,
+    a resize, a move, deletion)."""
+    cache = ClusterCache()
+    for name in ("n1", "n2"):
+        cache.apply(Event("Node", EventType.ADDED, node(name)))
+    new_reservation({}, Handle(cache))
+    table = cache.table
+
+    def counts() -> list[int]:
+        return [int(table.column(PODS_COLUMN)[cache.table.row(n)]) for n in ("n1", "n2")]
+
+    def want() -> list[int]:
+        return [len(cache.nodes[n].pods) for n in ("n1", "n2")]
+
+    cache.apply(Event("Pod", EventType.ADDED, pod("other", node="n1")))
+    cache.apply(Event("Pod", EventType.ADDED, pod("p")))
+    assert counts() == want() == [1, 0]
+    cache.assume(cache.pods["uid-p"], "n1")
+    assert counts() == want() == [2, 0]
+    bound = pod("p", node="n1")
+    cache.apply(Event("Pod", EventType.MODIFIED, bound))
+    bound["status"] = {"phase": "Running"}
+    cache.apply(Event("Pod", EventType.MODIFIED, bound))
+    assert counts() == want() == [2, 0]
+    resized = pod("p", "2", node="n1")
+    resized["status"] = {"phase": "Running"}
+    cache.apply(Event("Pod", EventType.MODIFIED, resized))
+    assert counts() == want() == [2, 0]
+    done = pod("p", node="n1")
+    done["status"] = {"phase": "Succeeded"}
+    cache.apply(Event("Pod", EventType.MODIFIED, done))  # same node, now terminated: no longer counted
+    assert counts() == want() == [1, 0]
+    cache.apply(Event("Pod", EventType.MODIFIED, pod("p", node="n1")))  # not terminated again
+    assert counts() == want() == [2, 0]
+    cache.apply(Event("Pod", EventType.MODIFIED, pod("p", node="n2")))
+    assert counts() == want() == [1, 1]
+    cache.apply(Event("Pod", EventType.DELETED, pod("p", node="n2")))
+    assert counts() == want() == [1, 0]

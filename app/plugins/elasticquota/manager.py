@@ -43,6 +43,21 @@ def _clamp(rl: ResourceList) -> ResourceList:
     return {k: (v if v > 0 else 0) for k, v in rl.items()}
 
 
+def _same_entry_inputs(a: PodInfo, b: PodInfo) -> bool:
+    """``QuotaManager._entry`` gives equal entries for ``a`` and ``b`` under one tree: it reads only the
+    terminated flag, whether a node is set, the labels (quota name, preemptible), namespace, name,
+    priority and requests."""
+    return (
+        a.terminated == b.terminated
+        and bool(a.node_name) == bool(b.node_name)
+        and a.namespace == b.namespace
+        and a.name == b.name
+        and a.priority == b.priority
+        and a.requests == b.requests
+        and a.labels == b.labels
+    )
+
+
 class QuotaManager:
     """Quotas by name, their calculators, the pods they account and the cluster total.
 
@@ -86,12 +101,20 @@ class QuotaManager:
             self.cluster_total = add(self.cluster_total, allocatable)
 
     def set_pod(self, uid: str, pod: PodInfo | None) -> None:
-        """Pod ``uid`` changed (None: deleted): move its request/used between quotas incrementally."""
+        """Pod ``uid`` changed (None: deleted): move its request/used between quotas incrementally.
+
+        While the tree stands, ``entries[uid]`` is the entry of ``_pods[uid]`` (both are set together here
+        and by the rebuild), so a new version that agrees with the held one on all an entry is made of (see
+        :func:`_same_entry_inputs`: the bound and Running updates of a pod) changes nothing (issue 29).
+        """
         if pod is None:
-            self._pods.pop(uid, None)
+            held = self._pods.pop(uid, None)
         else:
+            held = self._pods.get(uid)
             self._pods[uid] = pod
         if self.dirty:
+            return
+        if held is not None and pod is not None and _same_entry_inputs(held, pod):
             return
         new = self._entry(pod) if pod is not None else None
         old = self.entries.get(uid)

@@ -62,20 +62,54 @@ class NodeLoad:
             for info in self.pods.values():
                 self._account(info, 1)
 
-    def upsert_pod(self, uid: str, info: AssignInfo) -> None:
-        """Add or replace an assigned pod."""
+    def upsert_pod(self, uid: str, info: AssignInfo) -> bool:
+        """Add or replace an assigned pod; True when the node's sums may have changed.
+
+        A replacement that :meth:`accounts_alike` the entry it replaces (e.g. a pod confirmed bound by the
+        watch: the PodScheduled time replaces the assume's clock time, and both are inside the estimation
+        window) only swaps the entry: taking the old one out of the sums and putting the new one in would
+        leave every sum and pod set as it is (issue 29). Without a NodeMetric nothing is summed.
+        """
         old = self.pods.get(uid)
-        if old is not None and self.metric is not None:
-            self._account(old, -1)
         self.pods[uid] = info
-        if self.metric is not None:
-            self._account(info, 1)
+        if self.metric is None or (old is not None and self.accounts_alike(old, info)):
+            return False
+        if old is not None:
+            self._account(old, -1)
+        self._account(info, 1)
+        return True
 
     def remove_pod(self, uid: str) -> None:
         """Remove an assigned pod (no-op when unknown)."""
         old = self.pods.pop(uid, None)
         if old is not None and self.metric is not None:
             self._account(old, -1)
+
+    def accounts_alike(self, held: AssignInfo, other: AssignInfo) -> bool:
+        """:meth:`_account` of ``other`` would change every sum and pod set exactly as that of ``held``
+        does, under the NodeMetric installed now (which must be set).
+
+        :meth:`_account` reads of an entry only its key (the pod's reported usage and prod activity), the
+        prod flag, the estimate, and whether it is still estimated (:meth:`_estimating`, from the timestamp
+        and the deadline): when all of these agree, removing ``held`` and adding ``other`` is a no-op.
+        """
+        if held.key != other.key or held.prod != other.prod or held.estimated != other.estimated:
+            return False
+        if held.estimated is None:
+            return True  # only prod usage is summed, by key and prod flag
+        metric = self.metric
+        assert metric is not None
+        used = metric.pod_usages.get(held.key)
+        return used is None or self._estimating(held, metric) == self._estimating(other, metric)
+
+    def _estimating(self, info: AssignInfo, metric: MetricView) -> bool:
+        """The pod's reported usage is not trusted yet: assigned after the metric's report window began, or
+        before its estimation deadline (the time test of upstream's ``addPod``; a pod without reported usage is
+        estimated regardless)."""
+        update = self.update_time
+        return update - metric.report_interval < info.timestamp or (
+            info.deadline is not None and info.deadline > update
+        )
 
     def _account(self, info: AssignInfo, sign: int) -> None:
         """``addPod`` (sign 1) / ``deletePod`` (sign -1) of upstream."""
@@ -88,12 +122,7 @@ class NodeLoad:
         e = info.estimated
         if e is None:
             return
-        update = self.update_time
-        should = (
-            used is None
-            or update - metric.report_interval < info.timestamp
-            or (info.deadline is not None and info.deadline > update)
-        )
+        should = used is None or self._estimating(info, metric)
         if should and add_delta(self.node_delta, e, used, sign):
             (self.node_delta_pods.add if sign > 0 else self.node_delta_pods.discard)(info.key)
         (add if sign > 0 else sub)(self.node_estimated, e)

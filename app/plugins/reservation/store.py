@@ -233,13 +233,23 @@ class ReservationStore(CacheListener):
             self.handle.snapshot.table.column(PODS_COLUMN)[row] = len(node.pods)
 
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        """Count the node's pods and track which pods are allocated to which reservation."""
-        self._count_pods(old)
-        if new is not None and (old is None or new.node_name != old.node_name):
+        """Count the node's pods and track which pods are allocated to which reservation.
+
+        An update that keeps the pod on its node, terminated or not as before (the watch confirming an
+        assumed pod, the kubelet's status reports), leaves the cache's pod set of that node as it was, so
+        the count this listener copied at that set's last change stands and is not copied again (issue 29).
+        """
+        if old is None or new is None or new.node_name != old.node_name:
+            self._count_pods(old)
             self._count_pods(new)
-        for changed in {old.node_name if old is not None else "", new.node_name if new is not None else ""}:
-            if changed in self.by_node:
-                self._write_matrix(changed)  # its requested changed
+        elif new.terminated != old.terminated:
+            self._count_pods(new)
+        by_node = self.by_node
+        if by_node:
+            if old is not None and old.node_name in by_node:
+                self._write_matrix(old.node_name)  # its requested changed
+            if new is not None and new.node_name in by_node and (old is None or new.node_name != old.node_name):
+                self._write_matrix(new.node_name)
         pod = new if new is not None else old
         if pod is None:
             return
