@@ -161,6 +161,7 @@ class ExtenderService:
         kept = list(names)
         rows, missing = table.rows_of(kept)
         rows.flags.writeable = False
+        answer: tuple[NodeBatch, list[int], list[int]]
         if not missing:
             answer = NodeBatch(rows, kept), list(range(len(kept))), []
         else:
