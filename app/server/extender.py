@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 from cachetools import LRUCache
 
@@ -173,17 +174,14 @@ class ExtenderService:
         self._last_batch = (generation, kept, answer)
         return answer
 
-    def _remember_batch(self, batch: NodeBatch) -> None:
-        """Keep ``batch`` (known nodes only, rows of the node table as it is now) as the answer :meth:`_batch`
-        gives a call with the same names: ``/filter`` keeps the nodes it passes, the names kube-scheduler
-        sends to the ``/prioritize`` that follows."""
-        kept = list(batch.names)
-        rows = batch.rows
-        if rows.flags.writeable:
-            rows = rows.copy()
-            rows.flags.writeable = False
-        n = len(kept)
-        self._last_batch = (self.cache.table.generation, kept, (NodeBatch(rows, kept), list(range(n)), []))
+    def _remember_batch(self, names: list[str], rows: npt.NDArray[np.int64]) -> None:
+        """Keep the known nodes ``names`` at ``rows`` (of the node table as it is now; parallel) as the answer
+        :meth:`_batch` gives a call with the same names: ``/filter`` keeps the nodes it passes, the names
+        kube-scheduler sends to the ``/prioritize`` that follows. ``names`` is copied; ``rows`` is kept
+        read-only (pass an array no one else holds)."""
+        kept = list(names)
+        rows.flags.writeable = False
+        self._last_batch = (self.cache.table.generation, kept, (NodeBatch(rows, kept), list(range(len(kept))), []))
 
     def _scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult | None:
         """The framework's scores, or None when a PreScore plugin failed (logged; the pod then gets
@@ -227,6 +225,7 @@ class ExtenderService:
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
         pod = self.pod_info(args.Pod)  # PodError -> HTTP 400 upstream of here
+        passing_names: list[str] | None = None  # the names of passing_pos, when worked out
         try:
             state = self.framework.new_cycle()
             batch, positions, missing = self._batch(names)
@@ -249,15 +248,17 @@ class ExtenderService:
                 if not failures:
                     passing_pos = positions
                     if missing:  # else _batch already keeps this batch for these names
-                        self._remember_batch(batch)
+                        self._remember_batch(batch.names, batch.rows.copy())
                 else:
                     keep = np.ones(len(batch), dtype=bool)
                     keep[np.fromiter(failures, dtype=np.int64, count=len(failures))] = False
                     survivors = np.flatnonzero(keep)  # positions in the batch
                     # the batch's positions are the request's own when every name was known (no list -> array)
-                    passing_pos = survivors.tolist() if not missing else np.asarray(positions)[survivors].tolist()
-                    if len(survivors):
-                        self._remember_batch(batch.subset(survivors))
+                    survivor_list = survivors.tolist()
+                    passing_pos = survivor_list if not missing else np.asarray(positions)[survivors].tolist()
+                    if survivor_list:
+                        passing_names = [batch.names[i] for i in survivor_list]
+                        self._remember_batch(passing_names, batch.rows[survivors])
                 bnames = batch.names
                 # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
                 by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
@@ -288,7 +289,10 @@ class ExtenderService:
         }
         if args.NodeNames is not None or args.Nodes is None:
             everyone = len(passing_pos) == len(names)  # every candidate passed: the request's own list
-            result["NodeNames"] = list(names) if everyone else [names[p] for p in passing_pos]
+            if everyone:
+                result["NodeNames"] = list(names)
+            else:
+                result["NodeNames"] = passing_names if passing_names is not None else [names[p] for p in passing_pos]
         else:
             items = args.Nodes.items
             result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
