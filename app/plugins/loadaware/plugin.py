@@ -372,8 +372,12 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         bad = np.flatnonzero(hit)
         first = exceed[bad].argmax(axis=1)
         aggregated_rows = table.column(_F_AGG[v])[rows[bad]]
+        names = self.vec.names
+        statuses = self._exceed_statuses
         for pos, r, aggregated in zip(bad.tolist(), first.tolist(), aggregated_rows.tolist(), strict=True):
-            failures[pos] = self._exceed_status(r, aggregated)
+            # inline lookup: a call per failing node costs more than the lookup (many fail on a loaded cluster)
+            shared = statuses.get((names[r], aggregated))
+            failures[pos] = shared if shared is not None else self._exceed_status(r, aggregated)
         return failures
 
     def _exceed_status(self, resource: int, aggregated: bool) -> Status:
