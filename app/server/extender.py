@@ -66,8 +66,8 @@ class ExtenderService:
         #: Nodes the filter verb rejected since start, by (plugin, status label): /metrics reads it.
         self.rejections: Counter[tuple[str, str]] = Counter()
         self._priorities = HostPriorityEncoder()
-        #: the last :meth:`_batch` answer: (table generation, the names it was for, its answer)
-        self._last_batch: tuple[int, list[str], tuple[NodeBatch, list[int], list[int]]] | None = None
+        #: the batch :meth:`_batch` answers again: (table generation, the names it is for, the batch)
+        self._last_batch: tuple[int, list[str], NodeBatch] | None = None
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -147,39 +147,35 @@ class ExtenderService:
     def _batch(self, names: list[str]) -> tuple[NodeBatch, list[int], list[int]]:
         """(batch of known nodes, their positions in ``names``, positions of unknown nodes).
 
-        The last answer is kept with the node table's
-        :attr:`~app.cache.nodetable.NodeTable.generation` and a copy of its names: a call with an equal
-        name list (same names, same order) while no node got or lost a row answers it again. That is
-        ``/prioritize`` after the ``/filter`` every candidate passed: comparing 230 names costs a third of
-        hashing and looking them up again. Its names are the kept copy; no caller writes a batch's rows
-        (a read-only flag on them would guard it, but numpy's ``take`` with a read-only index array is slower:
-        +15-18 us per ``/filter``).
+        A batch of names all known is kept with the node table's
+        :attr:`~app.cache.nodetable.NodeTable.generation`: a call with an equal name list (same names, same
+        order) while no node got or lost a row answers it again. That is ``/prioritize`` after ``/filter``,
+        which keeps the nodes it passes (:meth:`_remember_batch`): comparing 230 names costs a third of
+        hashing and looking them up again. The kept name list is the request's own (a request's lists are
+        not changed once decoded); no caller writes a batch's rows (a read-only flag on them would guard it,
+        but numpy's ``take`` with a read-only index array is slower: +15-18 us per ``/filter``).
         """
         table = self.cache.table
         generation = table.generation
         last = self._last_batch
         if last is not None and last[0] == generation and last[1] == names:
-            return last[2]
-        kept = list(names)
-        rows, missing = table.rows_of(kept)
-        answer: tuple[NodeBatch, list[int], list[int]]
+            return last[2], list(range(len(names))), []
+        rows, missing = table.rows_of(names)
         if not missing:
-            answer = NodeBatch(rows, kept), list(range(len(kept))), []
-        else:
-            known = np.flatnonzero(rows >= 0)
-            positions = known.tolist()
-            known_rows = rows[known]
-            answer = NodeBatch(known_rows, [kept[i] for i in positions]), positions, missing
-        self._last_batch = (generation, kept, answer)
-        return answer
+            batch = NodeBatch(rows, names)
+            self._last_batch = (generation, names, batch)
+            return batch, list(range(len(names))), []
+        known = np.flatnonzero(rows >= 0)
+        positions = known.tolist()
+        return NodeBatch(rows[known], [names[i] for i in positions]), positions, missing
 
     def _remember_batch(self, names: list[str], rows: npt.NDArray[np.int64]) -> None:
-        """Keep the known nodes ``names`` at ``rows`` (of the node table as it is now; parallel) as the answer
-        :meth:`_batch` gives a call with the same names: ``/filter`` keeps the nodes it passes, the names
-        kube-scheduler sends to the ``/prioritize`` that follows. ``names`` is copied; pass ``rows`` as an
-        array no one else holds."""
+        """Keep the known nodes ``names`` at ``rows`` (of the node table as it is now; parallel) as the batch
+        :meth:`_batch` answers a call with the same names: ``/filter`` keeps the nodes it passes, the names
+        kube-scheduler sends to the ``/prioritize`` that follows. ``names`` is copied (the caller hands its
+        list on in the answer); pass ``rows`` as an array no one else holds."""
         kept = list(names)
-        self._last_batch = (self.cache.table.generation, kept, (NodeBatch(rows, kept), list(range(len(kept))), []))
+        self._last_batch = (self.cache.table.generation, kept, NodeBatch(rows, kept))
 
     def _scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult | None:
         """The framework's scores, or None when a PreScore plugin failed (logged; the pod then gets
@@ -246,7 +242,7 @@ class ExtenderService:
                 if not failures:
                     passing_pos = positions
                     if missing:  # else _batch already keeps this batch for these names
-                        self._remember_batch(batch.names, batch.rows.copy())
+                        self._remember_batch(batch.names, batch.rows)
                 else:
                     keep = np.ones(len(batch), dtype=bool)
                     keep[np.fromiter(failures, dtype=np.int64, count=len(failures))] = False

@@ -87,9 +87,9 @@ def test_prioritize_after_filter_reuses_the_batch_and_answers_the_same(service: 
     assert kept is not None and kept[1] == NODES
     expected = fresh_answer(ext, NODES)
     ext.filter(args(NODES))
-    batch = ext._last_batch[2][0]
+    batch = ext._last_batch[2]
     assert prioritize(ext, NODES) == expected
-    assert ext._last_batch[2][0] is batch  # the /filter's batch answered the /prioritize
+    assert ext._last_batch[2] is batch  # the /filter's batch answered the /prioritize
     # the /filter and /prioritize that used it left it as it was: the rows of these names
     assert batch.names == NODES
     assert batch.rows.tolist() == [service.cache.table.row(n) for n in NODES]
@@ -152,7 +152,7 @@ def test_survivors_of_a_partial_filter_are_kept(service: Any) -> None:
     assert passed == [n for n in NODES if n != "node-1"]
     kept = ext._last_batch
     assert kept is not None and kept[1] == passed
-    batch = kept[2][0]
+    batch = kept[2]
     assert batch.names == passed
     assert batch.rows.tolist() == [service.cache.table.row(n) for n in passed]
     assert prioritize(ext, passed) == fresh_answer(ext, passed)
