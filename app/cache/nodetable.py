@@ -26,6 +26,14 @@ class NodeTable:
         self._free: list[int] = []
         self._capacity = max(1, initial_capacity)
         self._columns: dict[str, npt.NDArray[Any]] = {}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """A counter that moves whenever the name <-> row mapping changes (a name gets a row, or a row is
+        freed), so a result derived from that mapping (rows of a name list, data kept by row) is still
+        valid while it reads the same value. Column writes and growth do not move it."""
+        return self._generation
 
     @property
     def index(self) -> dict[str, int]:
@@ -62,6 +70,7 @@ class NodeTable:
             if row >= self._capacity:
                 self._grow(max(self._capacity * 2, row + 1))
         self._index[name] = row
+        self._generation += 1
         return row
 
     def remove(self, name: str) -> int | None:
@@ -71,6 +80,7 @@ class NodeTable:
             return None
         self._names[row] = None
         self._free.append(row)
+        self._generation += 1
         for col in self._columns.values():
             col[row] = 0
         return row

@@ -81,6 +81,9 @@ class HostPriorityEncoder:
     def __init__(self, max_names: int = 16384) -> None:
         self._entries: dict[str, tuple[bytes, ...]] = {}
         self._max_names = max_names
+        #: the entries by node-table row, valid for the table generation ``_row_generation`` only
+        self._by_row: dict[int, tuple[bytes, ...]] = {}
+        self._row_generation: int | None = None
 
     def _entry(self, name: str) -> tuple[bytes, ...]:
         entries = self._entries
@@ -92,22 +95,59 @@ class HostPriorityEncoder:
         entry = entries[name] = tuple(head + b"%d}" % s for s in self.SCORES)
         return entry
 
-    def encode(self, names: Sequence[str], scores: Sequence[int]) -> orjson.Fragment:
+    def encode(
+        self,
+        names: Sequence[str],
+        scores: Sequence[int],
+        rows: Sequence[int] | None = None,
+        generation: int | None = None,
+    ) -> orjson.Fragment:
         """The HostPriorityList of ``names`` with ``scores`` (parallel, ints), as an :class:`orjson.Fragment`
         that ``orjson.dumps`` writes as is.
 
+        ``rows`` (parallel to ``names``) are the names' rows in a
+        :class:`~app.cache.nodetable.NodeTable` whose :attr:`~app.cache.nodetable.NodeTable.generation` is
+        ``generation``: the entries are then found by row (an int key, no string hashing; a request's names
+        are fresh strings whose hash was never computed), in a table emptied whenever ``generation`` moves,
+        so a row freed and given to another name never answers with the old name's bytes. The caller must
+        pass rows of exactly these names at that generation.
+
         Raises:
-            ValueError: ``names`` and ``scores`` differ in length.
+            ValueError: ``names`` and ``scores`` (or ``rows``) differ in length.
         """
         if len(names) != len(scores):
             raise ValueError(f"{len(names)} names but {len(scores)} scores")
         if not names:
             return orjson.Fragment(b"[]")
+        if rows is not None and generation is not None:
+            if len(rows) != len(names):
+                raise ValueError(f"{len(names)} names but {len(rows)} rows")
+            entries = self._row_entries(names, rows, generation)
+        else:
+            entries = self._name_entries(names)
+        return self._join(names, entries, scores)
+
+    def _name_entries(self, names: Sequence[str]) -> list[tuple[bytes, ...]]:
         entries = self._entries
         try:
-            rows = list(map(entries.__getitem__, names))
+            return list(map(entries.__getitem__, names))
         except KeyError:
-            rows = [entries.get(n) or self._entry(n) for n in names]
+            return [entries.get(n) or self._entry(n) for n in names]
+
+    def _row_entries(self, names: Sequence[str], rows: Sequence[int], generation: int) -> list[tuple[bytes, ...]]:
+        by_row = self._by_row
+        if generation != self._row_generation:
+            by_row.clear()
+            self._row_generation = generation
+        try:
+            return list(map(by_row.__getitem__, rows))
+        except KeyError:
+            found = self._name_entries(names)
+            by_row.update(zip(rows, found, strict=True))
+            return found
+
+    @staticmethod
+    def _join(names: Sequence[str], rows: list[tuple[bytes, ...]], scores: Sequence[int]) -> orjson.Fragment:
         body = None
         if min(scores) >= 0:  # a score over 10 has no pre-encoded entry: IndexError, then one by one
             with contextlib.suppress(IndexError):

@@ -29,6 +29,7 @@ import copy
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 
 from app.api.quantity import parse_resource_list
@@ -224,8 +225,13 @@ class Env:
         return NodeBatch(rows, names)
 
     def filter(self, pod: dict[str, Any], node: str = NODE) -> Status | None:
-        failures = self.plugin.filter_nodes(CycleState(self.now), parse_pod(pod), self.batch(node))
+        info = parse_pod(pod)
+        failures = self.plugin.filter_nodes(CycleState(self.now), info, self.batch(node))
         assert set(failures) <= {1}, failures  # the decoy (no NodeMetric) always passes
+        # a batch of the one node (the binding cycle's re-check) takes its own scalar path: the same verdict
+        row = self.cache.table.row(node)
+        alone = self.plugin.filter_nodes(CycleState(self.now), info, NodeBatch(np.array([row]), [node]))
+        assert set(alone) <= {0} and alone.get(0) == failures.get(1), (alone, failures)
         return failures.get(1)
 
     def score(self, pod: dict[str, Any], node: str = NODE) -> int:
@@ -305,6 +311,18 @@ def test_enable_schedule_when_node_metrics_expired(
     env.apply("NodeMetric", metric)
     env.apply("Node", node_obj(NODE))
     assert_status(env.filter(pod_obj("empty-pod")), want)
+
+
+@pytest.mark.parametrize(("enable", "want"), [(True, None), (False, EXPIRED)])
+def test_expired_node_metric_over_its_threshold(enable: bool, want: str | None) -> None:
+    """An expired NodeMetric's usage is not compared: with scheduling enabled on expired metrics the node passes
+    though its (stale) usage is over the threshold, on the batch path and the one-node path alike."""
+    env = Env({"enableScheduleWhenNodeMetricsExpired": enable})
+    env.apply("NodeMetric", metric_obj(update=-180, usage={"cpu": "95", "memory": "10Gi"}))
+    env.apply("Node", node_obj(NODE, ALLOC_96))
+    assert_status(env.filter(pod_obj("empty-pod")), want)
+    env.apply("NodeMetric", metric_obj(update=0, usage={"cpu": "95", "memory": "10Gi"}), EventType.MODIFIED)
+    assert_status(env.filter(pod_obj("empty-pod")), CPU_EXCEED)  # fresh, the same usage fails
 
 
 # ---------------------------------------------------------------------------------------- TestFilterUsage

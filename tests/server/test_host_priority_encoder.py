@@ -57,3 +57,24 @@ def test_encoder_table_stays_small() -> None:
         tracemalloc.stop()
     assert len(encoder._entries) == 5000
     assert held < 8 * 2**20, held
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), ns=st.lists(st.text(max_size=12), max_size=30, unique=True))
+def test_encoder_by_row_bytes_equal_orjson_of_dicts(data: st.DataObject, ns: list[str]) -> None:
+    """Entries found by node-table row (``rows`` and ``generation`` given) are the same bytes."""
+    encoder = HostPriorityEncoder(max_names=4)
+    rows = data.draw(st.permutations(range(len(ns))))
+    for generation in (1, 1, 2):  # filled, then found by row, then emptied and refilled
+        scores = data.draw(st.lists(st.integers(-3, 120), min_size=len(ns), max_size=len(ns)))
+        assert orjson.dumps(encoder.encode(ns, scores, rows, generation)) == dicts(ns, scores)
+
+
+def test_encoder_by_row_forgets_rows_when_the_generation_moves() -> None:
+    """A row freed and given to another node (the table's generation moved) answers with the new name."""
+    encoder = HostPriorityEncoder()
+    assert orjson.dumps(encoder.encode(["a", "b"], [1, 2], [0, 1], 7)) == dicts(["a", "b"], [1, 2])
+    assert orjson.dumps(encoder.encode(["c", "b"], [3, 2], [0, 1], 8)) == dicts(["c", "b"], [3, 2])
+    assert orjson.dumps(encoder.encode(["b", "c"], [4, 5], [1, 0], 8)) == dicts(["b", "c"], [4, 5])
+    with pytest.raises(ValueError, match="2 names but 1 rows"):
+        encoder.encode(["a", "b"], [1, 2], [0], 8)

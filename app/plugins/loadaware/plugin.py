@@ -386,6 +386,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         table = self.handle.snapshot.table
         rows = nodes.rows
         v = 1 if pod.priority_class == PriorityClass.PROD else 0
+        if len(rows) == 1:
+            return self._filter_row(state, pod, int(rows[0]), v)
         exceed = table.column(_F_LIM[v]).take(rows, axis=0) > self._estimate(state, pod).filter_bound
         hit = _any_per_row(exceed)
         failures: FilterFailures = {}
@@ -405,15 +407,40 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         names = self.vec.names
         statuses = self._exceed_statuses
         for pos, r, aggregated in zip(bad.tolist(), first.tolist(), aggregated_rows.tolist(), strict=True):
-            key = (names[r], aggregated)
-            shared = statuses.get(key)
-            if shared is None:
-                template = (
-                    ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD
-                )
-                shared = statuses[key] = Status.unschedulable(template % names[r])
-            failures[pos] = shared
+            # inline lookup: a call per failing node costs more than the lookup (many fail on a loaded cluster)
+            shared = statuses.get((names[r], aggregated))
+            failures[pos] = shared if shared is not None else self._exceed_status(r, aggregated)
         return failures
+
+    def _exceed_status(self, resource: int, aggregated: bool) -> Status:
+        """The shared rejection for usage over the threshold of the ``resource``-th resource (``aggregated``:
+        the aggregated-usage threshold)."""
+        name = self.vec.names[resource]
+        key = (name, aggregated)
+        shared = self._exceed_statuses.get(key)
+        if shared is None:
+            template = ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD
+            shared = self._exceed_statuses[key] = Status.unschedulable(template % name)
+        return shared
+
+    def _filter_row(self, state: CycleState, pod: PodInfo, row: int, v: int) -> FilterFailures:
+        """:meth:`filter_nodes` for a batch of the one node at ``row`` (the binding cycle's re-check) with
+        ``v`` the cut-off variant (1 for a PROD pod), read as Python scalars: the batch path's ten numpy calls
+        on one-row arrays cost more than the comparisons themselves. Same verdicts, same statuses."""
+        table = self.handle.snapshot.table
+        exceed = (table.column(_F_LIM[v])[row] > self._estimate(state, pod).filter_bound).tolist()
+        # _expired on one float64: the same IEEE subtraction and comparison
+        if (
+            self.args.filter_expired_node_metrics
+            and table.column(_F_ON[v])[row]
+            and state.now - float(table.column(_UPDATE)[row]) >= self.args.node_metric_expiration_seconds
+        ):
+            if not self.args.enable_schedule_when_node_metrics_expired:
+                return {0: Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)}
+            return {}  # an expired NodeMetric's usage is not compared
+        if True not in exceed:
+            return {}
+        return {0: self._exceed_status(exceed.index(True), table.column(_F_AGG[v])[row].item())}
 
     # ------------------------------------------------------------------ score
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
