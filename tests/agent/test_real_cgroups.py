@@ -213,6 +213,20 @@ def test_memory_figures_match_what_the_process_allocated(cgtree: CgroupTree, clu
     write_cluster(cluster, node(), pod("be", "be-0003", "BE", "be3c", BE_RESOURCES, "BestEffort"))
     proc = cgtree.start(f"{be_dir}/be3c", ALLOC, str(64 * MiB))
     assert proc.stdout is not None and proc.stdout.readline() == b"ok\n"
+    # memory.stat's counters are flushed by the kernel lazily (memcg rstat, every ~2 s or past an error
+    # threshold), so under load a read right after the allocation can still miss part of it: wait (at most
+    # 10 s) until the cgroup's own memory.stat shows the allocation before the agent reads it
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        stat = cgtree.read("memory", f"{be_dir}/be3c", "memory.stat")
+        anon = sum(
+            int(v)
+            for k, v in (line.split() for line in stat.splitlines())
+            if k in ("total_active_anon", "total_inactive_anon")
+        )
+        if anon >= 60 * MiB:
+            break
+        time.sleep(0.2)
     agent = make_agent(cgtree, cluster, tmp_path)
     for _ in range(4):
         agent.tick()
