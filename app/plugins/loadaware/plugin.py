@@ -429,11 +429,10 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         on one-row arrays cost more than the comparisons themselves. Same verdicts, same statuses."""
         table = self.handle.snapshot.table
         exceed = (table.column(_F_LIM[v])[row] > self._estimate(state, pod).filter_bound).tolist()
-        # _expired on one float64: the same IEEE subtraction and comparison
         if (
             self.args.filter_expired_node_metrics
             and table.column(_F_ON[v])[row]
-            and state.now - float(table.column(_UPDATE)[row]) >= self.args.node_metric_expiration_seconds
+            and self._expired(table.column(_UPDATE)[row], state.now)
         ):
             if not self.args.enable_schedule_when_node_metrics_expired:
                 return {0: Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED)}
