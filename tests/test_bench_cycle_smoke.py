@@ -52,7 +52,10 @@ def test_cycle_bench_prints_result_json() -> None:
     assert noop["filter_cpu_ms_per_call"] >= 0 and noop["prioritize_cpu_ms_per_call"] >= 0
     for verb in ("filter", "prioritize", "bind"):
         assert 0 < noop[verb]["p50_ms"] <= noop[verb]["p99_ms"]
-    assert result["floor_ratio"] == round(noop["cpu_ms_per_pod"] / result["cpu_ms_per_pod"], 3)
+    # the ratio is taken before either figure is rounded to 3 places: bound it by the rounded figures'
+    # intervals (each +-0.0005), plus its own rounding
+    n, c = noop["cpu_ms_per_pod"], result["cpu_ms_per_pod"]
+    assert (n - 0.0005) / (c + 0.0005) - 0.0005 <= result["floor_ratio"] <= (n + 0.0005) / (c - 0.0005) + 0.0005
     assert result["decisions"] == 60 and len(result["decision_digest"]) == 16
 
 
