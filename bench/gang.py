@@ -23,7 +23,8 @@ What it measures
     spent over ``schedule_seconds`` (on 2 CPUs the two share the machine: what the wall time is made of).
     ``rss_idle_mb`` is the service's RSS (psutil) once loaded and idle, before any member is sent;
     ``rss_above_idle_mb`` = ``rss_waiting_mb - rss_idle_mb``; ``rss_peak_mb`` is the highest RSS sampled
-    (every 20 ms) from the first ``/filter`` to the last answer. ``schedule_seconds`` is the wall time of
+    (every 20 ms) from the first ``/filter`` to the last answer. ``decision_digest`` is a hash of every
+    member's decision (``<pod>=<node>``, in order): equal digests, equal placements. ``schedule_seconds`` is the wall time of
     step 1 (filter and prioritize of every member, binds sent). ``/filter`` and ``/prioritize`` go over
     one aiohttp session (with httpx's asynchronous client the driver spent more CPU than the service,
     8.98 against 5.11 s, and on 2 CPUs the wall time measured the driver); the binds over aiohttp
@@ -49,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import hashlib
 import multiprocessing as mp
 import signal
 import sys
@@ -135,7 +137,8 @@ def run_service(port: int, nodes: int, members: int, seed: int, profile: str | N
     the app with its default plugins under uvicorn (httptools, uvloop).
 
     With ``profile`` (a path), SIGUSR1 starts a cProfile of the process and SIGUSR2 stops it and dumps the
-    stats there (the driver brackets the release of the gang with them).
+    stats there (the driver brackets the release of the gang, or with ``--profile-phase schedule`` the
+    scheduling phase, with them).
     """
     import cProfile
     import signal
@@ -258,9 +261,12 @@ async def drive(
         window = num_feasible_nodes_to_find(args.nodes)
         pods = member_pods(args.members)
         tasks: list[asyncio.Task[tuple[float, str]]] = []
+        decisions: list[str] = []
         with RssSampler(proc) as sampler:
             start = time.perf_counter()
             cpu0, driver0 = _cpu(proc), time.process_time()
+            if args.profile and args.profile_phase == "schedule":
+                proc.send_signal(signal.SIGUSR1)
             for i, pod in enumerate(pods):
                 first = (i * window) % args.nodes
                 candidates = (names + names)[first : first + window]
@@ -272,6 +278,7 @@ async def drive(
                     raise BenchFailure(f"member {i}: /filter kept no node: {why}")
                 scores = await _post(verbs, "prioritize", {"Pod": pod, "Nodes": None, "NodeNames": survivors})
                 node = max(scores, key=lambda h: h["Score"])["Host"] if scores else survivors[0]
+                decisions.append(f"{pod['metadata']['name']}={node}")
                 if i == len(pods) - 1:
                     waited = time.monotonic() + WAITING_TIMEOUT_S
                     while (held := await _waiting(verbs)) < len(pods) - 1:
@@ -282,11 +289,12 @@ async def drive(
                     schedule_seconds = time.perf_counter() - start
                     schedule_cpu = _cpu(proc) - cpu0, time.process_time() - driver0
                     if args.profile:
-                        proc.send_signal(signal.SIGUSR1)
+                        # schedule phase: stop (and dump) now; release phase: start now.
+                        proc.send_signal(signal.SIGUSR2 if args.profile_phase == "schedule" else signal.SIGUSR1)
                     last = time.perf_counter()
                 tasks.append(asyncio.create_task(_bind(binds, pod, node)))
             answers = await asyncio.gather(*tasks)
-            if args.profile:
+            if args.profile and args.profile_phase == "release":
                 proc.send_signal(signal.SIGUSR2)
                 await asyncio.sleep(1.0)  # let the service write the stats
         done = max(t for t, _ in answers)
@@ -306,6 +314,7 @@ async def drive(
         "rss_waiting_mb": round(rss_waiting / MB, 1),
         "rss_above_idle_mb": round((rss_waiting - rss_idle) / MB, 1),
         "rss_peak_mb": round(sampler.peak / MB, 1),
+        "decision_digest": hashlib.sha256("\n".join(decisions).encode()).hexdigest()[:16],
         "targets": {"release_seconds": 1.0, "rss_above_idle_mb": 50.0},
     }
 
@@ -340,6 +349,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--members", type=int, default=1000, help="members of the gang (default 1000)")
     p.add_argument("--seed", type=int, default=1, help="random seed of the cluster (default 1)")
     p.add_argument("--profile", help="write a cProfile of the service during the release to this path")
+    p.add_argument(
+        "--profile-phase",
+        choices=("release", "schedule"),
+        default="release",
+        help="the phase --profile covers: the release (default) or the scheduling of every member (step 1)",
+    )
     args = p.parse_args(argv)
     for flag in ("nodes", "members"):
         if getattr(args, flag) < 1:

@@ -28,6 +28,7 @@ KEYS = {
     "rss_waiting_mb",
     "rss_above_idle_mb",
     "rss_peak_mb",
+    "decision_digest",
     "targets",
 }
 
@@ -50,6 +51,7 @@ def test_gang_bench_prints_result_json() -> None:
     assert result["schedule_service_cpu_s"] > 0 and result["schedule_driver_cpu_s"] > 0
     assert result["rss_idle_mb"] > 10 and result["rss_peak_mb"] >= result["rss_waiting_mb"] > 10
     assert result["targets"] == {"release_seconds": 1.0, "rss_above_idle_mb": 50.0}
+    assert len(result["decision_digest"]) == 16 and int(result["decision_digest"], 16) >= 0
 
 
 def test_gang_bench_refuses_bad_sizes() -> None:

@@ -89,7 +89,8 @@ _BIND_ANNOTATIONS = (
 
 
 class _NodeEvents(CacheListener):
-    """Invalidates the fail-fast check's node rows on node events."""
+    """Keeps the fail-fast check's free capacity in step: a node event invalidates it, a pod event
+    touches the node(s) the pod was and is on."""
 
     def __init__(self, free: ClusterFree) -> None:
         self.free = free
@@ -97,6 +98,13 @@ class _NodeEvents(CacheListener):
     def on_node(self, name: str, node: NodeState | None) -> None:
         """Any node change: the rows are rebuilt on the next check."""
         self.free.invalidate()
+
+    def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
+        """The nodes whose requested the change may have moved are re-read on the next check."""
+        if old is not None and old.node_name:
+            self.free.touch(old.node_name)
+        if new is not None and new.node_name:
+            self.free.touch(new.node_name)
 
 
 class Coscheduling(
