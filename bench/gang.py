@@ -24,10 +24,11 @@ What it measures
     ``rss_idle_mb`` is the service's RSS (psutil) once loaded and idle, before any member is sent;
     ``rss_above_idle_mb`` = ``rss_waiting_mb - rss_idle_mb``; ``rss_peak_mb`` is the highest RSS sampled
     (every 20 ms) from the first ``/filter`` to the last answer. ``decision_digest`` is a hash of every
-    member's decision (``<pod>=<node>``, in order): equal digests, equal placements. ``schedule_seconds`` is the wall time of
-    step 1 (filter and prioritize of every member, binds sent). ``/filter`` and ``/prioritize`` go over
-    one aiohttp session (with httpx's asynchronous client the driver spent more CPU than the service,
-    8.98 against 5.11 s, and on 2 CPUs the wall time measured the driver); the binds over aiohttp
+    member's decision (``<pod>=<node>``, in order): equal digests, equal placements. ``schedule_seconds``
+    is the wall time of step 1 (filter and prioritize of every member, binds sent). ``/filter`` and
+    ``/prioritize`` go over one aiohttp session (with httpx's asynchronous client the driver spent more
+    CPU than the service, 8.98 against 5.11 s, and on 2 CPUs the wall time measured the driver); the
+    binds over aiohttp
     with no connection limit (``TCPConnector(limit=0)``): a limit (httpx's default is 100
     connections) would hold the 101st bind back and the gang could never complete, and httpx's pool,
     unlimited, made the client the bottleneck with 1,000 connections open (a release of 5.8 s, while
@@ -35,7 +36,10 @@ What it measures
     measure instead of the service.
 
 Targets (issue 14): ``release_seconds`` <= 1 s and ``rss_above_idle_mb`` <= 50 MB, 1,000 members on
-5,000 nodes.
+5,000 nodes; issue 29: ``schedule_seconds`` <= 2 s.
+
+``--profile PATH`` writes a cProfile (CPU time: ``time.process_time``) of the service over the release,
+or with ``--profile-phase schedule`` over step 1.
 
 Run from the repository root::
 

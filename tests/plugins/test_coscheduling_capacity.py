@@ -111,4 +111,3 @@ def test_many_touched_nodes_rebuild_the_sums() -> None:
     for i, name in enumerate(names):  # every node touched: more than a quarter of the cluster
         cache.apply(Event("Pod", EventType.ADDED, pod(f"p{i}", name, 1000)))
     assert free.free(["cpu"]) == {"cpu": 24000}
-

@@ -98,9 +98,7 @@ class ClusterFree:
         rows = self._rows
         if self._touched:
             positions = self._positions
-            at = np.fromiter(
-                (p for p in map(positions.get, self._touched) if p is not None), dtype=np.int64
-            )
+            at = np.fromiter((p for p in map(positions.get, self._touched) if p is not None), dtype=np.int64)
             self._touched.clear()
             if len(at):
                 sub = rows[at]
