@@ -72,8 +72,9 @@ class ClusterFree:
         self._rows: npt.NDArray[np.int64] | None = None
         #: Node name -> position in ``_rows`` (and in every per-node array of ``_terms``).
         self._positions: dict[str, int] = {}
-        #: Resource -> (per-node ``max(0, allocatable - requested)`` parallel to ``_rows``, their sum).
-        self._terms: dict[str, tuple[npt.NDArray[np.int64], int]] = {}
+        #: Resource -> (per-node ``max(0, allocatable - requested)`` parallel to ``_rows``, their sum); plain
+        #: lists of ints: a touched node's term is read and written as a Python int, no numpy call per node.
+        self._terms: dict[str, tuple[list[int], int]] = {}
         #: Nodes whose requested changed since the last call (names; unknown names are ignored).
         self._touched: set[str] = set()
 
@@ -97,24 +98,24 @@ class ClusterFree:
             self._positions = dict(zip(index, range(len(index)), strict=True))
         rows = self._rows
         if self._touched:
-            positions = self._positions
-            at = np.fromiter((p for p in map(positions.get, self._touched) if p is not None), dtype=np.int64)
+            at = [p for p in map(self._positions.get, self._touched) if p is not None]
             self._touched.clear()
-            if len(at):
+            if at:
                 sub = rows[at]
                 for name, (terms, total) in self._terms.items():
                     alloc, requested = self.snapshot.allocatable_and_requested(name, sub)
-                    fresh = np.maximum(alloc - requested, 0)
-                    total += int(fresh.sum()) - int(terms[at].sum())
-                    terms[at] = fresh
+                    for p, a, r in zip(at, alloc.tolist(), requested.tolist(), strict=True):
+                        fresh = a - r if a > r else 0
+                        total += fresh - terms[p]
+                        terms[p] = fresh
                     self._terms[name] = (terms, total)
         out: dict[str, int] = {}
         for name in resources:
             kept = self._terms.get(name)
             if kept is None:
                 alloc, requested = self.snapshot.allocatable_and_requested(name, rows)
-                terms = np.maximum(alloc - requested, 0)
-                kept = self._terms[name] = (terms, int(terms.sum()))
+                fresh_terms: list[int] = np.maximum(alloc - requested, 0).tolist()
+                kept = self._terms[name] = (fresh_terms, sum(fresh_terms))
             out[name] = kept[1]
         return out
 
