@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app.cache.snapshot import ClusterCache
+from app.framework.handle import SnapshotLister
 from app.plugins.coscheduling.capacity import ClusterFree
 from app.plugins.coscheduling.plugin import _NodeEvents
 from app.sources.events import Event, EventType
@@ -33,13 +34,13 @@ def pod(name: str, node_name: str, cpu_m: int, phase: str = "Running") -> dict[s
 
 
 def kept(cache: ClusterCache) -> ClusterFree:
-    free = ClusterFree(cache)
+    free = ClusterFree(SnapshotLister(cache))
     cache.add_listener(_NodeEvents(free))
     return free
 
 
 def from_scratch(cache: ClusterCache) -> dict[str, int]:
-    return ClusterFree(cache).free(RESOURCES)
+    return ClusterFree(SnapshotLister(cache)).free(RESOURCES)
 
 
 def test_free_sums_clamp_each_node_at_zero() -> None:
