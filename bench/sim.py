@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import os
 import pstats
@@ -91,6 +92,13 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         "verbs": verbs,
         "other_s": round(result.wall_seconds - sum(result.client_seconds.values()), 2),
         "problems": len(result.problems),
+        # the run's decisions, to check a speed-up changes none: the whole allocation curve's digest
+        "figures": {
+            "gpu_allocation_ratio": result.to_json()["gpu_allocation_ratio"],
+            "frag_ratio": result.to_json()["frag_ratio"],
+            "failed_pods": sum(result.failed.values()),
+            "curve_digest": hashlib.sha256(orjson.dumps(result.curve)).hexdigest()[:16],
+        },
     }
     if args.profile:
         record["profile"] = {"loop": _top(prof, 24)}
