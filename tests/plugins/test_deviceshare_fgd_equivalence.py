@@ -381,3 +381,25 @@ def test_fits_fast_path_equals_the_original_test() -> None:
         want &= ratio >= req.ratio if req.ratio else True
         want &= mem >= req.memory if req.memory else True
         assert np.array_equal(plugin._fits(req, rows, None), want)
+
+
+def test_sigmoid_rank_mapping_equals_ranking_the_distinct_levels() -> None:
+    """SigmoidRank ranks the reference's integer scores without a sort: equal to np.unique + searchsorted
+    over the levels (ranks past the tenth all 0), on growths with ties, negatives and +inf."""
+    from app.plugins.deviceshare.fragmentation import sigmoid_score
+    from app.plugins.deviceshare.plugin import RANK_STEP
+
+    plugin = setup([], {"scoringStrategy": {"type": "FragmentationAware"}})[1]
+    assert plugin.args.score_mapping == "SigmoidRank"
+    rng = np.random.default_rng(7)
+    for size in (1, 2, 5, 40, 1200):
+        for spread in (50.0, 3000.0, 20000.0):
+            delta = np.round(rng.normal(0.0, spread, size), int(rng.integers(0, 3)))
+            delta[rng.random(size) < 0.1] = np.inf
+            finite = np.isfinite(delta)
+            want = np.zeros(size, dtype=np.int64)
+            if finite.any():
+                rounded = -sigmoid_score(delta[finite]).astype(np.float64)
+                levels = np.unique(rounded)[: 100 // RANK_STEP + 1]
+                want[finite] = np.maximum(0, 100 - RANK_STEP * np.searchsorted(levels, rounded))
+            assert np.array_equal(plugin._map_delta(delta), want), (size, spread)

@@ -665,9 +665,13 @@ class DeviceShare(
             if self.args.score_mapping == "Sigmoid":
                 out[finite] = integer
                 return out
-            rounded = -integer.astype(np.float64)  # rank the reference's integer levels: its ties stay ties
-        else:
-            rounded = np.round(delta[finite], 3)
+            # rank the reference's integer levels (0..100; its ties stay ties): a node's rank is the
+            # number of distinct levels above its own (what np.unique + searchsorted give, without a sort)
+            present = np.bincount(integer, minlength=MAX_NODE_SCORE + 1) > 0
+            above = np.cumsum(present[::-1])[::-1] - 1
+            out[finite] = np.maximum(0, MAX_NODE_SCORE - RANK_STEP * above[integer])
+            return out
+        rounded = np.round(delta[finite], 3)
         # rank = index among the distinct levels; ranks past MAX_NODE_SCORE // RANK_STEP all score 0
         levels = np.unique(rounded)[: MAX_NODE_SCORE // RANK_STEP + 1]
         rank = np.searchsorted(levels, rounded).astype(np.int64)
