@@ -403,3 +403,29 @@ def test_sigmoid_rank_mapping_equals_ranking_the_distinct_levels() -> None:
                 levels = np.unique(rounded)[: 100 // RANK_STEP + 1]
                 want[finite] = np.maximum(0, 100 - RANK_STEP * np.searchsorted(levels, rounded))
             assert np.array_equal(plugin._map_delta(delta), want), (size, spread)
+
+
+def test_slot_growth_with_memoised_node_terms_equals_computing_them() -> None:
+    """Reserve's per-GPU growth reads the node's terms from the RowMemo (its row G times): the same
+    values, bit for bit, as computing them for the G copies."""
+    from app.plugins.deviceshare.fragmentation import RowMemo, slot_growth
+
+    rng = np.random.default_rng(11)
+    for constrained in (False, True):
+        workload = random_workload(rng, constrained=constrained, shapes=30)
+        cpu, mem, free, models = random_cluster(rng, 30, 8, workload)
+        memo = RowMemo()
+        stamps = np.arange(30, dtype=np.int64)
+        checked = 0
+        for p in random_pods(rng, workload):
+            if not 0 < p.gpu_milli < WHOLE:
+                continue
+            for i in range(30):
+                feasible = rng.random(8) < 0.8
+                copies = np.full(8, i, dtype=np.int64)
+                terms = memo.get(workload, copies, stamps[copies], np.broadcast_to(free[i], (8, 8)))
+                args = (workload, p, int(cpu[i]), int(mem[i]), free[i], models[i], feasible)
+                want = slot_growth(*args)
+                assert np.array_equal(slot_growth(*args, gpu_terms=terms), want), (p, i)
+                checked += int(np.isfinite(want).sum())
+        assert checked > 100

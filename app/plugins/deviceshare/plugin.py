@@ -718,7 +718,14 @@ class DeviceShare(
                 free_cpu += pod.requests.get("cpu", 0)
                 free_mem += pod.requests.get("memory", 0)
             model = self.devices.models.get(node, "")
-            growth = slot_growth(workload, shape, free_cpu, free_mem, table.free_milli(rows)[0], model, fits)
+            free = table.free_milli(rows)[0]
+            terms = None
+            if len(workload.group_per) and len(free):
+                # the node's GPU terms from the per-row memo (the row scored this pod already), G times
+                g = len(free)
+                copies = np.full(g, row, dtype=np.int64)
+                terms = self._memo.get(workload, copies, table.version[copies], np.broadcast_to(free, (g, g)))
+            growth = slot_growth(workload, shape, free_cpu, free_mem, free, model, fits, gpu_terms=terms)
             usable = np.flatnonzero(np.isfinite(growth))
             if len(usable):
                 # as the FGD reference picks the GPU: the highest integer score, then the lowest GPU
