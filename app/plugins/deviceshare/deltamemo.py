@@ -9,7 +9,9 @@ recomputation would give, bit for bit, while those inputs hold. Between two pods
 usually only the few nodes that took pods in between changed; the others' values are reused.
 
 The memo keeps one entry per shape key (the caller's), at most :data:`MAX_SHAPES`, the least recently
-used dropped first; a different table or workload object empties it.
+used dropped first; a different table or workload object empties it. The plugin keeps a second one
+for the Filter: per per-GPU request, each row's number of GPUs that fit (it depends on the GPU row
+only; free cpu and memory are passed as 0 there).
 """
 
 from __future__ import annotations
