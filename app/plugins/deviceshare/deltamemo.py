@@ -11,7 +11,7 @@ usually only the few nodes that took pods in between changed; the others' values
 The memo keeps one entry per shape key (the caller's), at most :data:`MAX_SHAPES`, the least recently
 used dropped first; a different table or workload object empties it. The plugin keeps a second one
 for the Filter: per per-GPU request, each row's number of GPUs that fit (it depends on the GPU row
-only; free cpu and memory are passed as 0 there).
+only: no cpu or memory is given there).
 """
 
 from __future__ import annotations
@@ -69,14 +69,17 @@ class DeltaMemo:
         key: Hashable,
         rows: I64,
         stamps: I64,
-        cpu: I64,
-        mem: I64,
+        cpu: I64 | None,
+        mem: I64 | None,
         compute: Callable[[I64], F64],
+        size: int = 0,
     ) -> F64:
         """(N,) growth at table ``rows`` (N,) with their ``stamps``, free ``cpu`` (milli) and ``mem``
-        (bytes), all (N,) int64; ``compute(positions)`` gives the values of the positions (into
-        ``rows``) not memoised, which are then kept. ``table`` and ``workload`` are compared by
-        identity: another object empties the memo. Returns a new array."""
+        (bytes), all (N,) int64 (None: values that do not depend on them; then give None always for
+        that key); ``compute(positions)`` gives the values of the positions (into ``rows``) not
+        memoised, which are then kept. ``table`` and ``workload`` are compared by identity: another
+        object empties the memo. ``size``: a bound above every row (the table's capacity) when the
+        caller knows one. Returns a new array."""
         owner = (table, workload)
         if self._owner is None or self._owner[0] is not table or self._owner[1] is not workload:
             self._owner = owner
@@ -89,10 +92,14 @@ class DeltaMemo:
         self._entries[key] = entry
         if len(rows) == 0:
             return np.zeros(0, dtype=np.float64)
-        need = int(rows.max()) + 1
+        need = size or int(rows.max()) + 1
         if need > len(entry.stamp):
             entry.grow(max(need, 2 * len(entry.stamp)))
-        ok = (entry.stamp.take(rows) == stamps) & (entry.cpu.take(rows) == cpu) & (entry.mem.take(rows) == mem)
+        ok = entry.stamp.take(rows) == stamps
+        if cpu is not None:
+            ok &= entry.cpu.take(rows) == cpu
+        if mem is not None:
+            ok &= entry.mem.take(rows) == mem
         out: F64 = entry.value.take(rows)
         miss = np.flatnonzero(~ok)
         self.reused += len(rows) - len(miss)
@@ -102,7 +109,9 @@ class DeltaMemo:
             at = rows[miss]
             entry.value[at] = fresh
             entry.stamp[at] = stamps[miss]
-            entry.cpu[at] = cpu[miss]
-            entry.mem[at] = mem[miss]
+            if cpu is not None:
+                entry.cpu[at] = cpu[miss]
+            if mem is not None:
+                entry.mem[at] = mem[miss]
             self.computed += len(miss)
         return out

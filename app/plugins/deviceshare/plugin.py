@@ -441,17 +441,17 @@ class DeviceShare(
         table = self.devices.flush()
         if removed is None or not any(removed):
             # GPUs that fit, per row: memoised per per-GPU request while the row's stamp holds (the fit
-            # test reads the GPU row only; the memo's cpu/memory keys are unused here, all 0)
-            zeros = np.zeros(len(rows), dtype=np.int64)
+            # test reads the GPU row only)
             count = self._fit_counts.values(
                 table,
                 None,
                 (req.core, req.ratio, req.memory),
                 rows,
-                table.version[rows],
-                zeros,
-                zeros,
+                table.version.take(rows),
+                None,
+                None,
                 lambda pos: self._fits(req, rows[pos], None).sum(axis=1).astype(np.float64),
+                table.capacity,
             )
         else:
             count = self._fits(req, rows, removed).sum(axis=1)
@@ -592,7 +592,9 @@ class DeviceShare(
         if nodes.removed is not None and any(nodes.removed):
             return compute(np.arange(len(rows), dtype=np.int64), nodes.removed)
         key = ("gpu", cpu, mem, req.count, req.core, req.ratio, req.memory)
-        return self._deltas.values(table, workload, key, rows, table.version[rows], free_cpu, free_mem, compute)
+        return self._deltas.values(
+            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+        )
 
     def _placement_delta(
         self,
@@ -650,7 +652,9 @@ class DeviceShare(
             return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
 
         key = ("none", shape.cpu_milli, shape.memory_bytes)
-        return self._deltas.values(table, workload, key, rows, table.version[rows], free_cpu, free_mem, compute)
+        return self._deltas.values(
+            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+        )
 
     def _model_names_now(self, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]) -> list[str]:
         """Refresh the per-row model index of ``rows`` whose table stamp changed; return the index's names
