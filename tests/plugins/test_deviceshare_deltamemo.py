@@ -167,31 +167,3 @@ def test_plugin_scores_after_cpu_memory_and_gpu_changes_equal_a_recomputation() 
     assert plugin.reserve(state, cache.assume(info, "n2"), "n2").is_success()
     check("gpu")
     assert not all(np.array_equal(seen[0], s) for s in seen[::2])  # the changes did move the scores
-
-
-def test_filter_counts_follow_reserve_release_and_device_updates() -> None:
-    """The Filter's per-row count of fitting GPUs is memoised per request: a Reserve, an Unreserve and a
-    Device turning a GPU unhealthy each change the row's answer at once."""
-    from app.sources.events import Event, EventType
-    from tests.plugins.test_deviceshare import run_filter
-
-    cache, plugin = setup([node("a", 2), device("a", 2), node("b", 1), device("b", 1)])
-    names = ["a", "b"]
-    share = pod("s", {"koordinator.sh/gpu-core": "60", "koordinator.sh/gpu-memory-ratio": "60"})
-    two = pod("t", {"nvidia.com/gpu": "2"})
-    assert run_filter(cache, plugin, share, names) == {}
-    assert set(run_filter(cache, plugin, two, names)) == {"b"}
-    assert run_filter(cache, plugin, share, names) == {}  # memoised
-    # b's only GPU keeps 50 %: the 60 % share no longer fits there
-    hog = parse_pod(pod("h", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}))
-    state = CycleState(time.time())
-    assert plugin.pre_filter(state, hog).is_success()
-    assumed = cache.assume(hog, "b")
-    assert plugin.reserve(state, assumed, "b").is_success()
-    assert set(run_filter(cache, plugin, share, names)) == {"b"}
-    plugin.unreserve(state, assumed, "b")
-    assert run_filter(cache, plugin, share, names) == {}
-    cache.apply(Event("Device", EventType.MODIFIED, device("a", 2, unhealthy=(1,))))
-    assert set(run_filter(cache, plugin, two, names)) == {"a", "b"}  # a has one healthy GPU left
-    assert run_filter(cache, plugin, share, names) == {}
-    assert plugin._fit_counts.reused > 0

@@ -9,9 +9,7 @@ recomputation would give, bit for bit, while those inputs hold. Between two pods
 usually only the few nodes that took pods in between changed; the others' values are reused.
 
 The memo keeps one entry per shape key (the caller's), at most :data:`MAX_SHAPES`, the least recently
-used dropped first; a different table or workload object empties it. The plugin keeps a second one
-for the Filter: per per-GPU request, each row's number of GPUs that fit (it depends on the GPU row
-only: no cpu or memory is given there).
+used dropped first; a different table or workload object empties it.
 """
 
 from __future__ import annotations
@@ -69,14 +67,13 @@ class DeltaMemo:
         key: Hashable,
         rows: I64,
         stamps: I64,
-        cpu: I64 | None,
-        mem: I64 | None,
+        cpu: I64,
+        mem: I64,
         compute: Callable[[I64], F64],
         size: int = 0,
     ) -> F64:
         """(N,) growth at table ``rows`` (N,) with their ``stamps``, free ``cpu`` (milli) and ``mem``
-        (bytes), all (N,) int64 (None: values that do not depend on them; then give None always for
-        that key); ``compute(positions)`` gives the values of the positions (into ``rows``) not
+        (bytes), all (N,) int64; ``compute(positions)`` gives the values of the positions (into ``rows``) not
         memoised, which are then kept. ``table`` and ``workload`` are compared by identity: another
         object empties the memo. ``size``: a bound above every row (the table's capacity) when the
         caller knows one. Returns a new array."""
@@ -95,11 +92,7 @@ class DeltaMemo:
         need = size or int(rows.max()) + 1
         if need > len(entry.stamp):
             entry.grow(max(need, 2 * len(entry.stamp)))
-        ok = entry.stamp.take(rows) == stamps
-        if cpu is not None:
-            ok &= entry.cpu.take(rows) == cpu
-        if mem is not None:
-            ok &= entry.mem.take(rows) == mem
+        ok = (entry.stamp.take(rows) == stamps) & (entry.cpu.take(rows) == cpu) & (entry.mem.take(rows) == mem)
         out: F64 = entry.value.take(rows)
         miss = np.flatnonzero(~ok)
         self.reused += len(rows) - len(miss)
@@ -109,9 +102,7 @@ class DeltaMemo:
             at = rows[miss]
             entry.value[at] = fresh
             entry.stamp[at] = stamps[miss]
-            if cpu is not None:
-                entry.cpu[at] = cpu[miss]
-            if mem is not None:
-                entry.mem[at] = mem[miss]
+            entry.cpu[at] = cpu[miss]
+            entry.mem[at] = mem[miss]
             self.computed += len(miss)
         return out

@@ -222,7 +222,6 @@ class DeviceShare(
         # workload, and per-row GPU model index (models change only with a row rewrite)
         self._memo = RowMemo()
         self._deltas = DeltaMemo()  # per pod shape, each row's growth (rows whose inputs held reuse it)
-        self._fit_counts = DeltaMemo()  # per per-GPU request, each row's number of GPUs that fit
         self._model_index: dict[str, int] = {}
         self._model_names: list[str] = []
         self._row_model = np.zeros(0, dtype=np.int64)
@@ -437,25 +436,10 @@ class DeviceShare(
 
     def _filter_gpus(self, state: CycleState, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> FilterFailures:
         rows = nodes.rows
-        removed = self._removed_with_reservations(state, pod, nodes)
-        table = self.devices.flush()
-        if removed is None or not any(removed):
-            # GPUs that fit, per row: memoised per per-GPU request while the row's stamp holds (the fit
-            # test reads the GPU row only)
-            count = self._fit_counts.values(
-                table,
-                None,
-                (req.core, req.ratio, req.memory),
-                rows,
-                table.version.take(rows),
-                None,
-                None,
-                lambda pos: self._fits(req, rows[pos], None).sum(axis=1).astype(np.float64),
-                table.capacity,
-            )
-        else:
-            count = self._fits(req, rows, removed).sum(axis=1)
+        fits = self._fits(req, rows, self._removed_with_reservations(state, pod, nodes))
+        table = self.devices.table
         has = table.has_device[rows]
+        count = fits.sum(axis=1)
         failures: FilterFailures = {}
         no_gpu = has & (table.gpu_count[rows] == 0)
         short = has & ~no_gpu & (count < req.count)
