@@ -8,7 +8,9 @@ What it measures
     client overhead. ``other_s`` is the rest of the loop (pod creation in the source, node fit,
     metrics). With ``--profile`` it adds the top functions by own time of the server's thread, where
     the sim's client runs too, as a coroutine on the server's loop (``--profile-dump PREFIX`` also
-    writes the profile for ``python -m pstats``).
+    writes the profile for ``python -m pstats``). ``figures`` holds what the run decided, to check
+    that a speed-up changes no decision: the allocation ratio at 100 % and 130 %, the fragmentation
+    ratio at 70 % and 90 %, the failed pods, and a digest of the whole allocation curve.
 
 Targets: issue #3, the default trace at inflate 1.3, one seed, <= 90 s wall per policy on one core;
 issue 13, one FragmentationAware seed <= 30 s on one core (``--cpu N`` pins the whole process, service
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import os
 import pstats
@@ -91,6 +94,13 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         "verbs": verbs,
         "other_s": round(result.wall_seconds - sum(result.client_seconds.values()), 2),
         "problems": len(result.problems),
+        # the run's decisions, to check a speed-up changes none: the whole allocation curve's digest
+        "figures": {
+            "gpu_allocation_ratio": result.to_json()["gpu_allocation_ratio"],
+            "frag_ratio": result.to_json()["frag_ratio"],
+            "failed_pods": sum(result.failed.values()),
+            "curve_digest": hashlib.sha256(orjson.dumps(result.curve)).hexdigest()[:16],
+        },
     }
     if args.profile:
         record["profile"] = {"loop": _top(prof, 24)}

@@ -153,8 +153,7 @@ class SimResult:
 
 #: Path of each verb.
 _PATHS = {verb: f"/{verb}" for verb in VERBS}
-#: The host and the score of one ``HostPriority`` of a ``/prioritize`` answer.
-_HOST = itemgetter("Host")
+#: The score of one ``HostPriority`` of a ``/prioritize`` answer.
 _SCORE = itemgetter("Score")
 
 
@@ -435,22 +434,22 @@ class Simulation:
             return None, f"filter: {_most_common(failed)}" if failed else "filter: no node passed"
         if self.policy.prioritize and len(survivors) > 1:
             scores = await self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
-            hosts: list[str] = list(map(_HOST, scores))
             values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
-            top = np.flatnonzero(values == values.max())
+            top: list[int] = np.flatnonzero(values == values.max()).tolist()
+            # only the best hosts' names are read (the answer is in the order sent, a few are tied)
             if self.tie_break == "order":
                 # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
                 # smallest is unique, so no second key is needed
-                if hosts == sent:  # every node passed /filter: the hosts are the rows sent, in order
-                    at = rows[top]
+                if len(top) == 1:
+                    node = scores[top[0]]["Host"]
                 else:
-                    best = [hosts[i] for i in top.tolist()]
+                    best = [scores[i]["Host"] for i in top]
                     at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
-                node = hosts[int(top[np.argmin(self._rank[at])])]
+                    node = best[int(self._rank[at].argmin())]
             elif self.tie_break == "name":
-                node = min(hosts[i] for i in top.tolist())
+                node = min(scores[i]["Host"] for i in top)
             else:
-                node = hosts[int(top[self.rng.integers(len(top))])]
+                node = scores[top[int(self.rng.integers(len(top)))]]["Host"]
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
         return node, ""

@@ -381,3 +381,51 @@ def test_fits_fast_path_equals_the_original_test() -> None:
         want &= ratio >= req.ratio if req.ratio else True
         want &= mem >= req.memory if req.memory else True
         assert np.array_equal(plugin._fits(req, rows, None), want)
+
+
+def test_sigmoid_rank_mapping_equals_ranking_the_distinct_levels() -> None:
+    """SigmoidRank ranks the reference's integer scores without a sort: equal to np.unique + searchsorted
+    over the levels (ranks past the tenth all 0), on growths with ties, negatives and +inf."""
+    from app.plugins.deviceshare.fragmentation import sigmoid_score
+    from app.plugins.deviceshare.plugin import RANK_STEP
+
+    plugin = setup([], {"scoringStrategy": {"type": "FragmentationAware"}})[1]
+    assert plugin.args.score_mapping == "SigmoidRank"
+    rng = np.random.default_rng(7)
+    for size in (1, 2, 5, 40, 1200):
+        for spread in (50.0, 3000.0, 20000.0):
+            delta = np.round(rng.normal(0.0, spread, size), int(rng.integers(0, 3)))
+            delta[rng.random(size) < 0.1] = np.inf
+            finite = np.isfinite(delta)
+            want = np.zeros(size, dtype=np.int64)
+            if finite.any():
+                rounded = -sigmoid_score(delta[finite]).astype(np.float64)
+                levels = np.unique(rounded)[: 100 // RANK_STEP + 1]
+                want[finite] = np.maximum(0, 100 - RANK_STEP * np.searchsorted(levels, rounded))
+            assert np.array_equal(plugin._map_delta(delta), want), (size, spread)
+
+
+def test_slot_growth_with_memoised_node_terms_equals_computing_them() -> None:
+    """Reserve's per-GPU growth reads the node's terms from the RowMemo (its row G times): the same
+    values, bit for bit, as computing them for the G copies."""
+    from app.plugins.deviceshare.fragmentation import RowMemo, slot_growth
+
+    rng = np.random.default_rng(11)
+    for constrained in (False, True):
+        workload = random_workload(rng, constrained=constrained, shapes=30)
+        cpu, mem, free, models = random_cluster(rng, 30, 8, workload)
+        memo = RowMemo()
+        stamps = np.arange(30, dtype=np.int64)
+        checked = 0
+        for p in random_pods(rng, workload):
+            if not 0 < p.gpu_milli < WHOLE:
+                continue
+            for i in range(30):
+                feasible = rng.random(8) < 0.8
+                copies = np.full(8, i, dtype=np.int64)
+                terms = memo.get(workload, copies, stamps[copies], np.broadcast_to(free[i], (8, 8)))
+                args = (workload, p, int(cpu[i]), int(mem[i]), free[i], models[i], feasible)
+                want = slot_growth(*args)
+                assert np.array_equal(slot_growth(*args, gpu_terms=terms), want), (p, i)
+                checked += int(np.isfinite(want).sum())
+        assert checked > 100

@@ -592,6 +592,7 @@ def slot_growth(
     gpu_free_milli: npt.NDArray[np.int64],
     gpu_model: str,
     feasible: npt.NDArray[np.bool_],
+    gpu_terms: Usable | None = None,
 ) -> npt.NDArray[np.float64]:
     """(G,) growth of one node's ``F_n(M)`` (GPU milli) if the share ``pod`` goes to each GPU slot.
 
@@ -602,6 +603,8 @@ def slot_growth(
         gpu_free_milli: (G,) free milli per slot of the node (-1 = no such GPU or unhealthy).
         gpu_model: the node's GPU model ("" for none).
         feasible: (G,) slots the plugin's fit test allows.
+        gpu_terms: optional :func:`usable` of the G copies, e.g. a :class:`RowMemo`'s for the node's
+            table row given G times (same results, without recomputing the node's terms).
 
     Raises:
         ValueError: ``pod`` is not a share (``0 < gpu_milli < 1000``).
@@ -620,6 +623,7 @@ def slot_growth(
         np.broadcast_to(free, (g, g)),
         [gpu_model] * g,
         np.diag(np.asarray(feasible, dtype=bool)),
+        gpu_terms=gpu_terms,
     )
     return placement.delta
 

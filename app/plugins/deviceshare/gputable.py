@@ -119,7 +119,7 @@ class GPUTable:
         if k == 0:
             return
         totals = [node.total(minor) for minor in minors]
-        frees = [node.free(minor) for minor in minors]
+        frees = [node.free(minor, t) for minor, t in zip(minors, totals, strict=True)]
         self.minor[row, :k] = minors
         self.core_total[row, :k] = [t.get(n.RESOURCE_GPU_CORE, 0) for t in totals]
         self.ratio_total[row, :k] = [t.get(n.RESOURCE_GPU_MEMORY_RATIO, 0) for t in totals]
@@ -129,8 +129,10 @@ class GPUTable:
         self.mem_free[row, :k] = [f.get(n.RESOURCE_GPU_MEMORY, 0) for f in frees]
         self.usable[row, :k] = [bool(t) and any(f.values()) for t, f in zip(totals, frees, strict=True)]
         self.milli[row, :k] = [_milli(t, f) for t, f in zip(totals, frees, strict=True)]
-        self.live[row, :k] = [
-            any(t.get(r, 0) > 0 for r in _GPU_RESOURCES) and any(f.get(r, 0) > 0 for r in _GPU_RESOURCES)
+        core, ratio, mem = _GPU_RESOURCES
+        self.live[row, :k] = [  # some total > 0 and some free > 0 (written out: no generator per GPU)
+            (t.get(core, 0) > 0 or t.get(ratio, 0) > 0 or t.get(mem, 0) > 0)
+            and (f.get(core, 0) > 0 or f.get(ratio, 0) > 0 or f.get(mem, 0) > 0)
             for t, f in zip(totals, frees, strict=True)
         ]
 

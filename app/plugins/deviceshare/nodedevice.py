@@ -50,9 +50,11 @@ class NodeDevice:
         gpu = self.gpus.get(minor)
         return gpu.totals() if gpu is not None else {}
 
-    def free(self, minor: int) -> dict[str, int]:
-        """Free of ``minor``: total minus used, never negative (``SubtractWithNonNegativeResult``)."""
-        total = self.total(minor)
+    def free(self, minor: int, total: dict[str, int] | None = None) -> dict[str, int]:
+        """Free of ``minor``: total minus used, never negative (``SubtractWithNonNegativeResult``);
+        ``total``: :meth:`total` of ``minor`` when the caller has it already."""
+        if total is None:
+            total = self.total(minor)
         used = self.used.get(minor, {})
         return {k: max(0, total.get(k, 0) - used.get(k, 0)) for k in set(total) | set(used)}
 

@@ -14,7 +14,8 @@
   memory they take decide which workload shapes still fit beside a node's idle GPUs.
   Per-row GPU terms, the before-placement fragmentation and the node's GPU model index are
   memoised and recomputed only for rows whose ``GPUTable.version`` changed (Reserve, pod and Device
-  events) or after the learned workload is rebuilt.
+  events) or after the learned workload is rebuilt; so is each node's growth per pod shape
+  (:mod:`.deltamemo`, also keyed by the node's free cpu and memory).
 - Reserve: choose minors (upstream order: per-GPU score desc, then minor; FragmentationAware puts a
   share on the GPU with the least fragmentation growth) and account them at once; Unreserve undoes.
 - PreBind: write ``scheduling.koordinator.sh/device-allocated`` with ``handle.client.patch`` and
@@ -82,6 +83,7 @@ from app.plugins.deviceshare.allocator import (
     instance_request,
 )
 from app.plugins.deviceshare.args import FRAGMENTATION_AWARE, MOST_ALLOCATED, DeviceShareArgs, decode_args
+from app.plugins.deviceshare.deltamemo import DeltaMemo
 from app.plugins.deviceshare.devicecache import DeviceCache
 from app.plugins.deviceshare.fragmentation import (
     PodShape,
@@ -219,6 +221,7 @@ class DeviceShare(
         # FragmentationAware memos, keyed by GPUTable.version stamps: per-row GPU terms of the current
         # workload, and per-row GPU model index (models change only with a row rewrite)
         self._memo = RowMemo()
+        self._deltas = DeltaMemo()  # per pod shape, each row's growth (rows whose inputs held reuse it)
         self._model_index: dict[str, int] = {}
         self._model_names: list[str] = []
         self._row_model = np.zeros(0, dtype=np.int64)
@@ -540,32 +543,66 @@ class DeviceShare(
         """(N,) fragmentation growth (GPU milli) of the best placement per node; +inf where none.
 
         The GPU terms of each node (:class:`RowMemo`) and its model index are memoised per table row
-        and recomputed only for rows whose ``GPUTable.version`` changed (or after a workload rebuild).
+        and recomputed only for rows whose ``GPUTable.version`` changed (or after a workload rebuild);
+        without victims (``nodes.removed``) the growth itself is memoised per pod shape and row
+        (:class:`DeltaMemo`: reused while the row's stamp and free cpu/memory hold).
         """
         rows = nodes.rows
         if self.learner is not None and self.args.workload is None and pod.uid and not self.learner.seen(pod.uid):
             shape = pod_shape(pod, self.handle.snapshot.pod_object(pod.uid))
             if shape is not None:
                 self.learner.observe(pod.uid, shape)
-        workload = self.workload()
-        fits = self._fits(req, rows, nodes.removed)
-        if workload is None:
-            workload = _NO_WORKLOAD
-        table = self.devices.table
+        workload = self.workload() or _NO_WORKLOAD
+        table = self.devices.flush()
         snapshot = self.handle.snapshot
         alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
         alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
-        shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
+        free_cpu, free_mem = alloc_cpu - req_cpu, alloc_mem - req_mem
+        cpu, mem = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+        names = nodes.names
+
+        def compute(pos: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None = None) -> npt.NDArray[np.float64]:
+            return self._placement_delta(
+                workload,
+                PodShape(cpu, mem, req.milli()),
+                req,
+                rows[pos],
+                [names[i] for i in pos.tolist()],
+                free_cpu[pos],
+                free_mem[pos],
+                removed,
+            )
+
+        if nodes.removed is not None and any(nodes.removed):
+            return compute(np.arange(len(rows), dtype=np.int64), nodes.removed)
+        key = ("gpu", cpu, mem, req.count, req.core, req.ratio, req.memory)
+        return self._deltas.values(
+            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+        )
+
+    def _placement_delta(
+        self,
+        workload: Workload,
+        shape: PodShape,
+        req: GPURequest,
+        rows: npt.NDArray[np.int64],
+        names: list[str],
+        free_cpu: npt.NDArray[np.int64],
+        free_mem: npt.NDArray[np.int64],
+        removed: list[list[PodInfo]] | None,
+    ) -> npt.NDArray[np.float64]:
+        """:meth:`_fragmentation_delta` of the nodes at table ``rows`` (their ``names``, free cpu and
+        memory), computed."""
+        fits = self._fits(req, rows, removed)
+        table = self.devices.table
         free = table.milli.take(rows, axis=0)
         access = None
         if workload.constrained:
-            access = workload.access_table(self._model_names_now(table, rows, nodes.names)).take(
+            access = workload.access_table(self._model_names_now(table, rows, names)).take(
                 self._row_model[rows], axis=0
             )
         terms = self._memo.get(workload, rows, table.version[rows], free) if len(workload.group_per) else None
-        placement = best_placement(
-            workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), fits, access=access, gpu_terms=terms
-        )
+        placement = best_placement(workload, shape, free_cpu, free_mem, free, (), fits, access=access, gpu_terms=terms)
         if req.milli() >= 1000 or req.count > 1 or req.milli() == 0:
             # whole GPUs (or shares over several GPUs, or bytes only): feasibility is the filter's count test
             ok = fits.sum(axis=1) >= req.count
@@ -573,7 +610,8 @@ class DeviceShare(
         return placement.delta
 
     def _no_gpu_delta(self, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.float64]:
-        """(N,) fragmentation growth (GPU milli, >= 0) of placing a pod without GPU request per node."""
+        """(N,) fragmentation growth (GPU milli, >= 0) of placing a pod without GPU request per node
+        (memoised per pod shape and row as :meth:`_fragmentation_delta`)."""
         rows = nodes.rows
         workload = self.workload()
         if workload is None or not len(workload.group_per):
@@ -582,15 +620,25 @@ class DeviceShare(
         snapshot = self.handle.snapshot
         alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
         alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
+        free_cpu, free_mem = alloc_cpu - req_cpu, alloc_mem - req_mem
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 0)
-        free = table.milli.take(rows, axis=0)
-        access = None
-        if workload.constrained:
-            access = workload.access_table(self._model_names_now(table, rows, nodes.names)).take(
-                self._row_model[rows], axis=0
-            )
-        terms = self._memo.get(workload, rows, table.version[rows], free)
-        return no_gpu_growth(workload, shape, alloc_cpu - req_cpu, alloc_mem - req_mem, free, (), access, terms)
+        names = nodes.names
+
+        def compute(pos: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+            at = rows[pos]
+            free = table.milli.take(at, axis=0)
+            access = None
+            if workload.constrained:
+                access = workload.access_table(self._model_names_now(table, at, [names[i] for i in pos.tolist()])).take(
+                    self._row_model[at], axis=0
+                )
+            terms = self._memo.get(workload, at, table.version[at], free)
+            return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
+
+        key = ("none", shape.cpu_milli, shape.memory_bytes)
+        return self._deltas.values(
+            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+        )
 
     def _model_names_now(self, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]) -> list[str]:
         """Refresh the per-row model index of ``rows`` whose table stamp changed; return the index's names
@@ -621,9 +669,13 @@ class DeviceShare(
             if self.args.score_mapping == "Sigmoid":
                 out[finite] = integer
                 return out
-            rounded = -integer.astype(np.float64)  # rank the reference's integer levels: its ties stay ties
-        else:
-            rounded = np.round(delta[finite], 3)
+            # rank the reference's integer levels (0..100; its ties stay ties): a node's rank is the
+            # number of distinct levels above its own (what np.unique + searchsorted give, without a sort)
+            present = np.bincount(integer, minlength=MAX_NODE_SCORE + 1) > 0
+            above = np.cumsum(present[::-1])[::-1] - 1
+            out[finite] = np.maximum(0, MAX_NODE_SCORE - RANK_STEP * above[integer])
+            return out
+        rounded = np.round(delta[finite], 3)
         # rank = index among the distinct levels; ranks past MAX_NODE_SCORE // RANK_STEP all score 0
         levels = np.unique(rounded)[: MAX_NODE_SCORE // RANK_STEP + 1]
         rank = np.searchsorted(levels, rounded).astype(np.int64)
@@ -670,7 +722,14 @@ class DeviceShare(
                 free_cpu += pod.requests.get("cpu", 0)
                 free_mem += pod.requests.get("memory", 0)
             model = self.devices.models.get(node, "")
-            growth = slot_growth(workload, shape, free_cpu, free_mem, table.free_milli(rows)[0], model, fits)
+            free = table.free_milli(rows)[0]
+            terms = None
+            if len(workload.group_per) and len(free):
+                # the node's GPU terms from the per-row memo (the row scored this pod already), G times
+                g = len(free)
+                copies = np.full(g, row, dtype=np.int64)
+                terms = self._memo.get(workload, copies, table.version[copies], np.broadcast_to(free, (g, g)))
+            growth = slot_growth(workload, shape, free_cpu, free_mem, free, model, fits, gpu_terms=terms)
             usable = np.flatnonzero(np.isfinite(growth))
             if len(usable):
                 # as the FGD reference picks the GPU: the highest integer score, then the lowest GPU
