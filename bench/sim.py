@@ -84,6 +84,7 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         v: {"client_s": round(result.client_seconds[v], 2), "server_s": round(result.server_seconds[v], 2)}
         for v in result.client_seconds
     }
+    summary = result.to_json()
     record: dict[str, Any] = {
         "policy": policy_name,
         "seed": args.seed,
@@ -96,8 +97,8 @@ def bench(policy_name: str, args: argparse.Namespace) -> dict[str, Any]:
         "problems": len(result.problems),
         # the run's decisions, to check a speed-up changes none: the whole allocation curve's digest
         "figures": {
-            "gpu_allocation_ratio": result.to_json()["gpu_allocation_ratio"],
-            "frag_ratio": result.to_json()["frag_ratio"],
+            "gpu_allocation_ratio": summary["gpu_allocation_ratio"],
+            "frag_ratio": summary["frag_ratio"],
             "failed_pods": sum(result.failed.values()),
             "curve_digest": hashlib.sha256(orjson.dumps(result.curve)).hexdigest()[:16],
         },

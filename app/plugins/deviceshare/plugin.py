@@ -554,10 +554,7 @@ class DeviceShare(
                 self.learner.observe(pod.uid, shape)
         workload = self.workload() or _NO_WORKLOAD
         table = self.devices.flush()
-        snapshot = self.handle.snapshot
-        alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
-        alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
-        free_cpu, free_mem = alloc_cpu - req_cpu, alloc_mem - req_mem
+        free_cpu, free_mem = self._free_cpu_memory(rows)
         cpu, mem = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
         names = nodes.names
 
@@ -596,11 +593,7 @@ class DeviceShare(
         fits = self._fits(req, rows, removed)
         table = self.devices.table
         free = table.milli.take(rows, axis=0)
-        access = None
-        if workload.constrained:
-            access = workload.access_table(self._model_names_now(table, rows, names)).take(
-                self._row_model[rows], axis=0
-            )
+        access = self._access(workload, table, rows, names)
         terms = self._memo.get(workload, rows, table.version[rows], free) if len(workload.group_per) else None
         placement = best_placement(workload, shape, free_cpu, free_mem, free, (), fits, access=access, gpu_terms=terms)
         if req.milli() >= 1000 or req.count > 1 or req.milli() == 0:
@@ -617,21 +610,14 @@ class DeviceShare(
         if workload is None or not len(workload.group_per):
             return np.zeros(len(rows), dtype=np.float64)
         table = self.devices.flush()
-        snapshot = self.handle.snapshot
-        alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
-        alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
-        free_cpu, free_mem = alloc_cpu - req_cpu, alloc_mem - req_mem
+        free_cpu, free_mem = self._free_cpu_memory(rows)
         shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), 0)
         names = nodes.names
 
         def compute(pos: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
             at = rows[pos]
             free = table.milli.take(at, axis=0)
-            access = None
-            if workload.constrained:
-                access = workload.access_table(self._model_names_now(table, at, [names[i] for i in pos.tolist()])).take(
-                    self._row_model[at], axis=0
-                )
+            access = self._access(workload, table, at, [names[i] for i in pos.tolist()])
             terms = self._memo.get(workload, at, table.version[at], free)
             return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
 
@@ -639,6 +625,23 @@ class DeviceShare(
         return self._deltas.values(
             table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
         )
+
+    def _free_cpu_memory(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(N,) free cpu (milli-cores) and (N,) free memory (bytes) of the nodes at table ``rows``:
+        allocatable minus requested (assumed pods included), negative where overcommitted."""
+        snapshot = self.handle.snapshot
+        alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
+        alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
+        return alloc_cpu - req_cpu, alloc_mem - req_mem
+
+    def _access(
+        self, workload: Workload, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]
+    ) -> npt.NDArray[np.bool_] | None:
+        """(N, J) the workload's model access row of each node at table ``rows`` (their ``names``), or None
+        when no workload shape is constrained to a GPU model."""
+        if not workload.constrained:
+            return None
+        return workload.access_table(self._model_names_now(table, rows, names)).take(self._row_model[rows], axis=0)
 
     def _model_names_now(self, table: GPUTable, rows: npt.NDArray[np.int64], names: list[str]) -> list[str]:
         """Refresh the per-row model index of ``rows`` whose table stamp changed; return the index's names
@@ -713,11 +716,9 @@ class DeviceShare(
                 fits = in_reservation
         if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
             workload = self.workload() or _NO_WORKLOAD
-            snapshot = self.handle.snapshot
-            alloc_cpu, req_cpu = snapshot.allocatable_and_requested("cpu", rows)
-            alloc_mem, req_mem = snapshot.allocatable_and_requested("memory", rows)
             shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
-            free_cpu, free_mem = int((alloc_cpu - req_cpu)[0]), int((alloc_mem - req_mem)[0])
+            node_cpu, node_mem = self._free_cpu_memory(rows)
+            free_cpu, free_mem = int(node_cpu[0]), int(node_mem[0])
             if pod.node_name == node:  # assumed before Reserve: its own requests are counted already
                 free_cpu += pod.requests.get("cpu", 0)
                 free_mem += pod.requests.get("memory", 0)
