@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from app.api.jsonbytes import encode_json
 from app.api.koordext import (
     LABEL_POD_PRIORITY_CLASS,
     LABEL_POD_QOS,
@@ -270,6 +271,17 @@ def _str_map(value: Any, path: str) -> dict[str, str]:
     return m
 
 
+def spec_fingerprint(spec: dict[str, Any], conditions: Any) -> int:
+    """:attr:`PodInfo.spec_hash`: a hash of the JSON of ``[spec, conditions]`` (:func:`~app.api.jsonbytes.encode_json`,
+    whose first try skips orjson's slow OPT_NON_STR_KEYS path: 7.9 -> 5.5 us for the bench's 2.4 KB pod).
+    Equal for equal inputs with keys in the same order; a value JSON cannot carry is written as its ``str``."""
+    try:
+        data = encode_json([spec, conditions])
+    except orjson.JSONEncodeError:
+        data = orjson.dumps([spec, conditions], option=orjson.OPT_NON_STR_KEYS, default=str)
+    return hash(data)
+
+
 def parse_pod(obj: Any) -> PodInfo:
     """Parse a v1 Pod (JSON-shaped dict) into a :class:`PodInfo`.
 
@@ -325,6 +337,6 @@ def parse_pod(obj: Any) -> PodInfo:
         annotations=annotations,
         resource_version=resource_version,
         phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
-        spec_hash=hash(orjson.dumps([spec, status.get("conditions")], option=orjson.OPT_NON_STR_KEYS, default=str)),
+        spec_hash=spec_fingerprint(spec, status.get("conditions")),
         owner_references=tuple(o for o in owners if isinstance(o, dict)),
     )

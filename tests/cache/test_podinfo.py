@@ -197,3 +197,17 @@ def test_with_node_name_is_replace_of_the_node_only() -> None:
     assert moved == replace(pod, node_name="n1")
     assert moved is not pod and pod.node_name == "" and moved.node_name == "n1"
     assert moved.with_node_name("") == pod
+
+
+def test_spec_hash_of_values_json_cannot_carry_or_yaml_keys_is_still_a_fingerprint() -> None:
+    """A spec read from YAML (a datetime, an integer key) or holding a value JSON cannot carry (a set) still
+    gets a fingerprint that follows it; the fast encoding's refusals fall back, they do not raise."""
+    import datetime as dt
+
+    def obj(extra: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "p"}, "spec": {"containers": [], "x": extra}}
+
+    when = dt.datetime(2026, 11, 28, 12, 0, 0)
+    for a, b in (({1: "a"}, {1: "b"}), ({"s": {1}}, {"s": {2}}), (when, when + dt.timedelta(seconds=1))):
+        assert parse_pod(obj(a)).spec_hash == parse_pod(obj(a)).spec_hash
+        assert parse_pod(obj(a)).spec_hash != parse_pod(obj(b)).spec_hash
