@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from app.api.jsonbytes import encode_json
 from app.api.koordext import (
     LABEL_POD_PRIORITY_CLASS,
     LABEL_POD_QOS,
@@ -270,8 +271,24 @@ def _str_map(value: Any, path: str) -> dict[str, str]:
     return m
 
 
+def spec_fingerprint(spec: dict[str, Any], conditions: Any) -> int:
+    """:attr:`PodInfo.spec_hash`: a hash of the JSON of ``[spec, conditions]`` (:func:`~app.api.jsonbytes.encode_json`,
+    whose first try skips orjson's slow OPT_NON_STR_KEYS path: 7.9 -> 5.5 us for the bench's 2.4 KB pod).
+    Equal for equal inputs with keys in the same order; a value JSON cannot carry is written as its ``str``."""
+    try:
+        data = encode_json([spec, conditions])
+    except orjson.JSONEncodeError:
+        data = orjson.dumps([spec, conditions], option=orjson.OPT_NON_STR_KEYS, default=str)
+    return hash(data)
+
+
 def parse_pod(obj: Any) -> PodInfo:
     """Parse a v1 Pod (JSON-shaped dict) into a :class:`PodInfo`.
+
+    Every watch event of a pod comes here (three per scheduled pod), so the common shapes (maps that
+    are dicts, strings that are strings, no owner references) are checked inline and the PodInfo is
+    built positionally; anything else takes the helpers that name the field (issue 29: ~16 -> ~13 us
+    for the bench's pod, the same PodInfo and the same PodError as the field-by-field parse).
 
     Raises:
         PodError: the object is not shaped like a Pod (the message names the field), or a
@@ -279,52 +296,80 @@ def parse_pod(obj: Any) -> PodInfo:
     """
     if not isinstance(obj, dict):
         raise PodError(f"Pod: expected an object, got {type(obj).__name__}")
-    meta = _mapping(obj.get("metadata"), "metadata")
-    spec = _mapping(obj.get("spec"), "spec")
-    status = _mapping(obj.get("status"), "status")
+    get = obj.get
+    meta = get("metadata")
+    if type(meta) is not dict:
+        meta = _mapping(meta, "metadata")
+    spec = get("spec")
+    if type(spec) is not dict:
+        spec = _mapping(spec, "spec")
+    status = get("status")
+    if type(status) is not dict:
+        status = _mapping(status, "status")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise PodError("metadata.name: required")
     labels = _str_map(meta.get("labels"), "metadata.labels")
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
     priority = spec.get("priority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+    if (
+        priority is not None
+        and type(priority) is not int
+        and (isinstance(priority, bool) or not isinstance(priority, int))
+    ):
         raise PodError("spec.priority: expected an integer")
-    uid = _str(meta.get("uid"), "metadata.uid")
-    namespace = _str(meta.get("namespace"), "metadata.namespace")
-    resource_version = _str(meta.get("resourceVersion"), "metadata.resourceVersion")
+    uid = meta.get("uid")
+    if type(uid) is not str:
+        uid = _str(uid, "metadata.uid")
+    namespace = meta.get("namespace")
+    if type(namespace) is not str:
+        namespace = _str(namespace, "metadata.namespace")
+    resource_version = meta.get("resourceVersion")
+    if type(resource_version) is not str:
+        resource_version = _str(resource_version, "metadata.resourceVersion")
     requests, limits = _resources(spec)  # first, so errors name spec.containers[i]
-    try:
-        kube_qos = _str(status.get("qosClass"), "status.qosClass") or kube_qos_class(spec)
-    except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
-        raise PodError(str(exc)) from None
-    qos, pclass = _classes(labels.get(LABEL_POD_QOS), labels.get(LABEL_POD_PRIORITY_CLASS), priority, str(kube_qos))
-    owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    kube_qos = status.get("qosClass")
+    if not kube_qos or type(kube_qos) is not str:
+        try:
+            kube_qos = _str(kube_qos, "status.qosClass") or kube_qos_class(spec)
+        except PodSpecError as exc:  # not reached: _aggregate checked the same containers first
+            raise PodError(str(exc)) from None
+    kube_qos = sys.intern(str(kube_qos))
+    qos, pclass = _classes(labels.get(LABEL_POD_QOS), labels.get(LABEL_POD_PRIORITY_CLASS), priority, kube_qos)
+    owners = meta.get("ownerReferences")
+    if owners:
+        owners = _list(owners, "metadata.ownerReferences")
+        owner_references = tuple(o for o in owners if isinstance(o, dict))
+        daemonset = any(o.get("kind") == "DaemonSet" for o in owner_references)
+    else:
+        _list(owners, "metadata.ownerReferences")  # a falsy non-list ("", 0, false) is still refused
+        owner_references = ()
+        daemonset = False
     phase = status.get("phase") or ""
     node_name = spec.get("nodeName") or ""
     if not isinstance(node_name, str):
         raise PodError("spec.nodeName: expected a string")
     scheduled_time, initialized_time = _condition_times(status)
+    # field order of PodInfo; namespaces, node names and QoS classes repeat across pods: one shared string each
     return PodInfo(
-        uid=uid,
-        # namespaces, node names and QoS classes repeat across pods: one shared string each
-        namespace=sys.intern(namespace or "default"),
-        name=name,
-        node_name=sys.intern(node_name),
-        requests=requests,
-        limits=limits,
-        priority=priority,
-        qos=qos,
-        priority_class=pclass,
-        kube_qos=sys.intern(str(kube_qos)),
-        terminated=phase in ("Succeeded", "Failed"),
-        daemonset=any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners),
-        scheduled_time=scheduled_time,
-        initialized_time=initialized_time,
-        labels=labels,
-        annotations=annotations,
-        resource_version=resource_version,
-        phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
-        spec_hash=hash(orjson.dumps([spec, status.get("conditions")], option=orjson.OPT_NON_STR_KEYS, default=str)),
-        owner_references=tuple(o for o in owners if isinstance(o, dict)),
+        uid,
+        sys.intern(namespace or "default"),
+        name,
+        sys.intern(node_name),
+        requests,
+        limits,
+        priority,
+        qos,
+        pclass,
+        kube_qos,
+        phase in ("Succeeded", "Failed"),
+        daemonset,
+        scheduled_time,
+        initialized_time,
+        labels,
+        annotations,
+        resource_version,
+        _PHASES.get(phase, phase) if isinstance(phase, str) else "",
+        spec_fingerprint(spec, status.get("conditions")),
+        owner_references,
     )

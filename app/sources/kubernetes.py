@@ -58,6 +58,10 @@ HEALTHY_WATCH_SECONDS = 10.0
 WRITE_CONNECTIONS = 8
 
 
+#: EventType by its wire spelling: a dict lookup instead of the enum's call (~1 us of every watch event).
+_EVENT_TYPES: dict[str, EventType] = {t.value: t for t in EventType}
+
+
 class _WatchError(Exception):
     """A watch ``ERROR`` event other than 410: back off and watch again from the last resourceVersion."""
 
@@ -275,9 +279,8 @@ class _Reflector:
             if rv:
                 self.rv = str(rv)
             return
-        try:
-            event_type = EventType(event.type)
-        except ValueError:
+        event_type = _EVENT_TYPES.get(event.type)
+        if event_type is None:
             log.warning("watch of %s: ignoring event of unknown type %r", self.kind, event.type)
             return
         self.source._deliver_event(Event(self.kind, event_type, self.fill(obj)))

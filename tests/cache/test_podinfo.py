@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.api.koordext import PriorityClass, QoSClass
-from app.cache.podinfo import PodError, parse_pod
+from app.cache.podinfo import PodError, PodInfo, parse_pod
 
 
 def make(
@@ -197,3 +200,165 @@ def test_with_node_name_is_replace_of_the_node_only() -> None:
     assert moved == replace(pod, node_name="n1")
     assert moved is not pod and pod.node_name == "" and moved.node_name == "n1"
     assert moved.with_node_name("") == pod
+
+
+def test_spec_hash_of_values_json_cannot_carry_or_yaml_keys_is_still_a_fingerprint() -> None:
+    """A spec read from YAML (a datetime, an integer key) or holding a value JSON cannot carry (a set) still
+    gets a fingerprint that follows it; the fast encoding's refusals fall back, they do not raise."""
+    import datetime as dt
+
+    def obj(extra: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "p"}, "spec": {"containers": [], "x": extra}}
+
+    when = dt.datetime(2026, 11, 28, 12, 0, 0)
+    for a, b in (({1: "a"}, {1: "b"}), ({"s": {1}}, {"s": {2}}), (when, when + dt.timedelta(seconds=1))):
+        assert parse_pod(obj(a)).spec_hash == parse_pod(obj(a)).spec_hash
+        assert parse_pod(obj(a)).spec_hash != parse_pod(obj(b)).spec_hash
+
+
+def _reference_parse_pod(obj: Any) -> PodInfo:
+    """parse_pod as it read field by field before issue 29's inline checks: the property test below holds
+    the inline version to it (same PodInfo, same PodError message) on well- and ill-typed fields."""
+    from app.cache.podinfo import (
+        _PHASES,
+        _classes,
+        _condition_times,
+        _list,
+        _mapping,
+        _resources,
+        _str,
+        _str_map,
+        kube_qos_class,
+        spec_fingerprint,
+    )
+
+    if not isinstance(obj, dict):
+        raise PodError(f"Pod: expected an object, got {type(obj).__name__}")
+    meta = _mapping(obj.get("metadata"), "metadata")
+    spec = _mapping(obj.get("spec"), "spec")
+    status = _mapping(obj.get("status"), "status")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise PodError("metadata.name: required")
+    labels = _str_map(meta.get("labels"), "metadata.labels")
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations")
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        raise PodError("spec.priority: expected an integer")
+    uid = _str(meta.get("uid"), "metadata.uid")
+    namespace = _str(meta.get("namespace"), "metadata.namespace")
+    resource_version = _str(meta.get("resourceVersion"), "metadata.resourceVersion")
+    requests, limits = _resources(spec)
+    kube_qos = _str(status.get("qosClass"), "status.qosClass") or kube_qos_class(spec)
+    qos, pclass = _classes(
+        labels.get("koordinator.sh/qosClass"), labels.get("koordinator.sh/priority-class"), priority, str(kube_qos)
+    )
+    owners = _list(meta.get("ownerReferences"), "metadata.ownerReferences")
+    phase = status.get("phase") or ""
+    node_name = spec.get("nodeName") or ""
+    if not isinstance(node_name, str):
+        raise PodError("spec.nodeName: expected a string")
+    scheduled_time, initialized_time = _condition_times(status)
+    return PodInfo(
+        uid=uid,
+        namespace=sys.intern(namespace or "default"),
+        name=name,
+        node_name=sys.intern(node_name),
+        requests=requests,
+        limits=limits,
+        priority=priority,
+        qos=qos,
+        priority_class=pclass,
+        kube_qos=sys.intern(str(kube_qos)),
+        terminated=phase in ("Succeeded", "Failed"),
+        daemonset=any(isinstance(o, dict) and o.get("kind") == "DaemonSet" for o in owners),
+        scheduled_time=scheduled_time,
+        initialized_time=initialized_time,
+        labels=labels,
+        annotations=annotations,
+        resource_version=resource_version,
+        phase=_PHASES.get(phase, phase) if isinstance(phase, str) else "",
+        spec_hash=spec_fingerprint(spec, status.get("conditions")),
+        owner_references=tuple(o for o in owners if isinstance(o, dict)),
+    )
+
+
+class _Str(str):
+    """A str subclass: the inline checks test ``type(x) is str`` first."""
+
+
+_ODD = st.sampled_from([None, "", 0, 1, True, False, 2.5, [], {}, ["x"], {"k": "v"}, _Str("s"), _Str("")])
+
+
+def _field(good: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(good, _ODD, st.just(_ABSENT))
+
+
+_ABSENT = object()
+
+
+def _put(into: dict[str, Any], key: str, value: Any) -> None:
+    if value is not _ABSENT:
+        into[key] = value
+
+
+@st.composite
+def _pods(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 30)) == 0:
+        return draw(_ODD)
+    meta: dict[str, Any] = {}
+    _put(meta, "name", draw(_field(st.sampled_from(["p", "web-1"]))))
+    _put(meta, "namespace", draw(_field(st.sampled_from(["default", "kube-system"]))))
+    _put(meta, "uid", draw(_field(st.sampled_from(["u-1", "u-2"]))))
+    _put(meta, "resourceVersion", draw(_field(st.sampled_from(["1", "42"]))))
+    labels = st.dictionaries(
+        st.sampled_from(["app", "koordinator.sh/qosClass", "koordinator.sh/priority-class"]),
+        st.one_of(st.sampled_from(["LS", "BE", "koord-prod", "koord-batch", "web"]), st.integers(0, 2)),
+        max_size=3,
+    )
+    _put(meta, "labels", draw(_field(labels)))
+    _put(
+        meta,
+        "annotations",
+        draw(_field(st.dictionaries(st.sampled_from(["a", "b"]), st.sampled_from(["x", ""]), max_size=2))),
+    )
+    owner = st.one_of(
+        st.fixed_dictionaries({"kind": st.sampled_from(["DaemonSet", "ReplicaSet"]), "name": st.just("o")}),
+        st.sampled_from(["DaemonSet", 3, None]),
+    )
+    _put(meta, "ownerReferences", draw(_field(st.lists(owner, max_size=3))))
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}
+    _put(spec, "priority", draw(_field(st.integers(-5, 2_000_000_000))))
+    _put(spec, "nodeName", draw(_field(st.sampled_from(["n1", "node-00007"]))))
+    status: dict[str, Any] = {}
+    _put(status, "qosClass", draw(_field(st.sampled_from(["Burstable", "Guaranteed", "BestEffort"]))))
+    _put(status, "phase", draw(_field(st.sampled_from(["Pending", "Running", "Succeeded", "Failed", "Weird"]))))
+    conds = st.lists(
+        st.fixed_dictionaries(
+            {
+                "type": st.sampled_from(["PodScheduled", "Initialized", "Ready"]),
+                "status": st.sampled_from(["True", "False"]),
+                "lastTransitionTime": st.sampled_from(["2026-11-28T12:00:00Z", "2026-11-28T12:00:05Z"]),
+            }
+        ),
+        max_size=3,
+    )
+    _put(status, "conditions", draw(st.one_of(st.just(_ABSENT), conds)))
+    obj: dict[str, Any] = {}
+    _put(obj, "metadata", draw(st.one_of(st.just(meta), st.just(meta), _ODD)))
+    _put(obj, "spec", draw(st.one_of(st.just(spec), st.just(spec), _ODD)))
+    _put(obj, "status", draw(st.one_of(st.just(status), st.just(status), _ODD)))
+    return obj
+
+
+def _outcome(parse: Any, obj: Any) -> Any:
+    try:
+        return parse(obj)
+    except (PodError, TypeError) as exc:  # TypeError: sys.intern of a str subclass, in both
+        return (type(exc).__name__, str(exc))
+
+
+@settings(max_examples=600, deadline=None)
+@given(_pods())
+def test_inline_checks_parse_exactly_as_the_field_by_field_parse(obj: Any) -> None:
+    assert _outcome(parse_pod, obj) == _outcome(_reference_parse_pod, obj)

@@ -636,3 +636,29 @@ async def test_a_node_with_a_quantity_beyond_int64_does_not_block_readiness(
     assert cache.rejected_by_kind == {"Node": 1}
     fake.put(NODES, node("n3"))  # the watch keeps flowing
     await wait_for(lambda: "n3" in cache.nodes)
+
+
+def test_event_types_are_read_by_their_wire_spelling_and_an_unknown_one_is_skipped() -> None:
+    """The reflector maps ``ADDED`` / ``MODIFIED`` / ``DELETED`` onto the EventType members (a dict lookup,
+    issue 29) and skips any other type with a warning, leaving its resourceVersion and the sink alone."""
+    from app.api.kinds import KINDS
+    from app.client.watch import WatchEvent
+    from app.sources.events import EventType
+    from app.sources.kubernetes import _Reflector
+
+    delivered: list[Event] = []
+
+    class Source:
+        _stopped = False
+
+        def _deliver_event(self, event: Event) -> None:
+            delivered.append(event)
+
+    reflector = _Reflector(Source(), KINDS["Pod"])  # type: ignore[arg-type]
+    for n, etype in enumerate(("ADDED", "MODIFIED", "DELETED")):
+        reflector.handle(WatchEvent(etype, {"metadata": {"name": "p", "resourceVersion": str(n + 1)}}))
+    assert [e.type for e in delivered] == [EventType.ADDED, EventType.MODIFIED, EventType.DELETED]
+    assert all(type(e.type) is EventType for e in delivered)
+    reflector.handle(WatchEvent("Added", {"metadata": {"name": "p", "resourceVersion": "9"}}))
+    assert len(delivered) == 3
+    assert reflector.rv == "3"
