@@ -56,7 +56,7 @@ import orjson
 from app.client.watch import decode_event
 from app.server import extender_routes
 from app.server.app import create_app, freeze_after_load
-from app.sources.events import Event, EventType
+from app.sources.events import EVENT_TYPES, Event
 from bench.cycle import new_pods, num_feasible_nodes_to_find, require_at_least
 from bench.extender import BenchFailure, InMemorySource, build_cluster
 from bench.fakeapi import PODS, FakeAPI
@@ -112,7 +112,7 @@ class CodeCycle:
             meta = event.object.get("metadata")
             if isinstance(meta, dict):  # what the Kubernetes source's fill() drops on arrival
                 meta.pop("managedFields", None)
-            cache.apply(Event("Pod", EventType(event.type), event.object))
+            cache.apply(Event("Pod", EVENT_TYPES[event.type], event.object))
             spent["watch"] += clock() - t0
         self._seen = len(log)
 

@@ -20,6 +20,11 @@ class EventType(StrEnum):
     DELETED = "DELETED"
 
 
+#: EventType by its wire spelling (``"ADDED"`` -> ``EventType.ADDED``); an unknown spelling is absent. A dict
+#: lookup costs ~1 us less than the enum's call, on every watch event (issue 29).
+EVENT_TYPES: dict[str, EventType] = {t.value: t for t in EventType}
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One object change.
