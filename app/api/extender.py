@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -34,6 +35,22 @@ class ExtenderArgs(_Wire):
 
     Pod: dict[str, Any]
     Nodes: NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+class RawExtenderArgs(msgspec.Struct):
+    """ExtenderArgs as the verbs' fast decode reads it (``msgspec.json.Decoder(RawExtenderArgs)``): the pod and
+    ``Nodes`` stay undecoded JSON (:class:`msgspec.Raw`, the exact bytes of the value, surrounding whitespace
+    excluded), ``NodeNames`` is decoded and typed. Unknown keys are ignored, as :class:`ExtenderArgs` ignores
+    them. ``Nodes`` absent reads as ``Raw(b"null")``.
+
+    It validates less than :class:`ExtenderArgs` (``Pod`` may be any JSON value here) and says nothing about
+    bad input: :func:`app.server.wire.decode_extender_args` checks the rest and answers bad input with
+    :class:`ExtenderArgs`'s own messages.
+    """
+
+    Pod: msgspec.Raw
+    Nodes: msgspec.Raw = msgspec.Raw(b"null")
     NodeNames: list[str] | None = None
 
 

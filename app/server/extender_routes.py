@@ -22,11 +22,11 @@ import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from app.api.extender import ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.cache.podinfo import PodError
 from app.server.bodylimit import too_large_message
 from app.server.state import ServiceState
-from app.server.wire import BadRequest, decode
+from app.server.wire import BadRequest, decode, decode_extender_args
 
 router = APIRouter(tags=["extender"])
 
@@ -56,7 +56,7 @@ async def _serve(request: Request, verb: str, handler: Handler) -> Response:
 
 
 async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    args = decode(body, ExtenderArgs)
+    args = decode_extender_args(body)
     result, preemption = state.extender.filter_and_preempt(args)
     if preemption is not None:
         state.extender.start_preemption(preemption)
@@ -64,7 +64,7 @@ async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
 
 
 async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    return state.extender.prioritize_answer(decode(body, ExtenderArgs))
+    return state.extender.prioritize_answer(decode_extender_args(body))
 
 
 async def _preempt(state: ServiceState, body: bytes, receive: Receive) -> Any:

@@ -8,9 +8,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from app.server.app import create_app
+from app.server.wire import ExtenderCall, decode_extender_args
 from app.sources.events import Event, EventType
 from app.sources.files import FileSource
 from tests.conftest import fake_nodes_cluster, wire
@@ -90,3 +92,68 @@ def test_a_packed_cached_object_is_compared_too(service: Any) -> None:
     service.cache.apply(Event("Pod", EventType.ADDED, watched(pod)))
     service.cache.pod_objects.pack_young()
     assert service.extender.pod_info(pod) is service.cache.pods[pod["metadata"]["uid"]]
+
+
+# ---------------------------------------------------------------- from the request's bytes (the HTTP verbs)
+def _call(pod: dict[str, Any], **dumps: Any) -> ExtenderCall:
+    """The ExtenderCall of a /filter body carrying ``pod``, as the HTTP verbs decode it."""
+    return decode_extender_args(b'{"Pod":' + orjson.dumps(pod, **dumps) + b',"NodeNames":["node-a"]}')
+
+
+def _no_decode(service: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make decoding the request's pod, or parsing it, fail the test."""
+
+    def refuse(*_: Any) -> None:
+        raise AssertionError("the pod was decoded or parsed")
+
+    monkeypatch.setattr(service.extender, "pod_info", refuse)
+    monkeypatch.setattr(ExtenderCall, "Pod", property(refuse))
+
+
+@pytest.mark.parametrize("type_meta", ["head", "tail"])
+@pytest.mark.parametrize("where", ["as sent", "first", "last"])
+def test_the_request_bytes_match_the_cached_version_without_a_decode(
+    service: Any, monkeypatch: pytest.MonkeyPatch, type_meta: str, where: str
+) -> None:
+    pod = request_pod()
+    meta = dict(pod["metadata"])
+    fields = meta.pop("managedFields")
+    if where == "first":
+        pod["metadata"] = {"managedFields": fields, **meta}
+    elif where == "last":
+        pod["metadata"] = {**meta, "managedFields": fields}
+    service.cache.apply(Event("Pod", EventType.ADDED, watched(pod, type_meta=type_meta)))
+    cached = service.cache.pods[meta["uid"]]
+    call = _call(pod)
+    _no_decode(service, monkeypatch)
+    assert service.extender.request_pod(call) is cached
+
+
+def test_the_request_bytes_with_other_content_or_spacing_are_decoded(service: Any) -> None:
+    pod = request_pod()
+    service.cache.apply(Event("Pod", EventType.ADDED, watched(pod)))
+    cached = service.cache.pods[pod["metadata"]["uid"]]
+    changed = copy.deepcopy(pod)
+    changed["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "3"}}
+    assert service.extender._cached_parse_json(_call(changed).pod_json) is None
+    got = service.extender.request_pod(_call(changed))
+    assert got is not cached and got.requests["cpu"] == 3000
+    spaced = _call(pod, option=orjson.OPT_INDENT_2)
+    assert service.extender._cached_parse_json(spaced.pod_json) is None  # not byte-equal: decoded instead
+    assert service.extender.request_pod(spaced) is cached  # and then matched by _cached_parse
+    typed = _call({"kind": "Pod", "apiVersion": "v1", **pod})  # TypeMeta in the request: compared as is
+    assert service.extender._cached_parse_json(typed.pod_json) is cached
+
+
+def test_the_request_bytes_of_an_assumed_or_other_version_are_decoded(service: Any) -> None:
+    pod = request_pod()
+    service.cache.apply(Event("Pod", EventType.ADDED, watched(pod)))
+    newer = copy.deepcopy(pod)
+    newer["metadata"]["resourceVersion"] = "999999"
+    assert service.extender._cached_parse_json(_call(newer).pod_json) is None
+    uid = pod["metadata"]["uid"]
+    node_obj = {"metadata": {"name": "node-a"}, "status": {"allocatable": {"cpu": "4", "pods": "110"}}}
+    service.cache.apply(Event("Node", EventType.ADDED, node_obj))
+    service.cache.assume(service.cache.pods[uid], "node-a")
+    assert service.extender._cached_parse_json(_call(pod).pod_json) is None
+    assert service.extender.request_pod(_call(pod)).node_name == ""
