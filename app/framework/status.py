@@ -54,8 +54,8 @@ class Status:
         object.__setattr__(self, "message", ", ".join(self.reasons))
 
     # The checks below run several times per plugin per pod (a /bind alone makes ~20): ``Code.X`` is an
-    # attribute lookup on the Enum class (~0.2 us on CPython 3.11), so they compare against module
-    # constants instead (~0.03 us), and SUCCESS, numbered 0, is the one falsy code (issue 29).
+    # attribute look-up on the Enum class, so they compare against module constants instead, and SUCCESS,
+    # numbered 0, is the one falsy code (issue 29: is_success 0.145 -> 0.041 us a call on CPython 3.11).
     def is_success(self) -> bool:
         """True for SUCCESS only, as upstream's ``IsSuccess`` (SKIP and WAIT are not success)."""
         return not self.code

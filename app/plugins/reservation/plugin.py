@@ -426,7 +426,7 @@ class Reservation(
 
         When this cycle has not matched the pod yet (its PreFilter skipped it: the ``/bind`` re-check of a pod
         with nothing reserved) and still nothing is reserved for it, there is nothing to charge: matching
-        would find no reservation on any node, so it is not run (issue 29: ~5 us per ``/bind``).
+        would find no reservation on any node, so it is not run (issue 29: ~1.2 us per ``/bind``).
         """
         if state.get(_STATE) is None and self._nothing_reserved_for(pod):
             return SUCCESS
