@@ -27,6 +27,11 @@ _LABELS = ("Success", "Error", "Unschedulable", "UnschedulableAndUnresolvable", 
 assert len(_LABELS) == len(Code) and all(c == i for i, c in enumerate(Code))
 
 
+_SKIP = Code.SKIP
+_WAIT = Code.WAIT
+_REJECTED = (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     """The outcome of one plugin call.
@@ -46,21 +51,24 @@ class Status:
     def __post_init__(self) -> None:
         object.__setattr__(self, "message", ", ".join(self.reasons))
 
+    # The checks below run several times per plugin per pod (a /bind alone makes ~20): ``Code.X`` is an
+    # attribute look-up on the Enum class, so they compare against module constants instead, and SUCCESS,
+    # numbered 0, is the one falsy code (issue 29: is_success 0.145 -> 0.041 us a call on CPython 3.11).
     def is_success(self) -> bool:
         """True for SUCCESS only, as upstream's ``IsSuccess`` (SKIP and WAIT are not success)."""
-        return self.code == Code.SUCCESS
+        return not self.code
 
     def is_skip(self) -> bool:
         """True for SKIP: the plugin has nothing to do for this pod (PreFilter/PreScore/Bind)."""
-        return self.code == Code.SKIP
+        return self.code == _SKIP
 
     def is_wait(self) -> bool:
         """True for WAIT: a Permit plugin holds the pod (see :mod:`app.framework.waiting`)."""
-        return self.code == Code.WAIT
+        return self.code == _WAIT
 
     def is_rejected(self) -> bool:
         """True for UNSCHEDULABLE and UNSCHEDULABLE_AND_UNRESOLVABLE (upstream ``IsRejected``)."""
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        return self.code in _REJECTED
 
     def with_plugin(self, plugin: str) -> Status:
         """This status attributed to ``plugin`` (upstream ``WithFailedPlugin``)."""

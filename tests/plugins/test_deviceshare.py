@@ -6,6 +6,7 @@ where they exist (messages, conversions, minor choice), the FGD reference for fr
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from app.framework.handle import Handle
 from app.framework.interfaces import NodeBatch
 from app.plugins.deviceshare.allocation import GPUAllocation, format_allocations, parse_allocations
 from app.plugins.deviceshare.fragmentation import PodShape, Workload, best_placement, node_fragmentation
+from app.plugins.deviceshare.names import GPU_RESOURCE_NAMES
 from app.plugins.deviceshare.plugin import DeviceShare, new_device_share
 from app.plugins.deviceshare.request import DeviceRequestError, gpu_request
 from app.sources.events import Event, EventType
@@ -161,6 +163,16 @@ def test_invalid_gpu_requests_get_upstream_messages(requests: dict[str, int], me
 
 def test_no_gpu_request_is_none() -> None:
     assert gpu_request({"cpu": 1000, "memory": GI}) is None
+    assert gpu_request({}) is None
+    assert gpu_request({"cpu": 1000, "koordinator.sh/gpu-core": 0}) is None  # zero asks for nothing
+
+
+@pytest.mark.parametrize("name", GPU_RESOURCE_NAMES)
+def test_every_gpu_resource_name_is_read(name: str) -> None:
+    """The no-GPU shortcut (issue 29) knows every GPU resource name: each, beside cpu and memory, is a GPU
+    request (or an invalid one), never None."""
+    with contextlib.suppress(DeviceRequestError):
+        assert gpu_request({"cpu": 1000, "memory": GI, name: 100}) is not None
 
 
 # ---------------------------------------------------------------------- annotation format

@@ -59,3 +59,42 @@ def test_skip_without_matching_equals_matching(kind: str, active: bool, monkeypa
     )
     monkeypatch.setattr(plugin, "_nothing_reserved_for", lambda pod: False)
     assert verdicts(plugin, cache, PODS[kind]) == fast
+
+
+def reserve_outcome(plugin: Reservation, cache: ClusterCache, obj: dict[str, Any], pre_filter: bool) -> tuple[Any, ...]:
+    """What the ``/bind`` cycle's Reserve does: PreFilter (the re-check; or none, as a caller may skip it),
+    then Reserve on n1, in one state."""
+    info = parse_pod(obj)
+    state = CycleState(0.0)
+    if pre_filter:
+        plugin.pre_filter(state, info)
+    status = plugin.reserve(state, info, "n1")
+    chosen = state.get(f"{plugin.name}/chosen")
+    return (status.code, status.reasons), (chosen.name if chosen is not None else None)
+
+
+@pytest.mark.parametrize("pre_filter", [True, False])
+@pytest.mark.parametrize("active", [False, True])
+@pytest.mark.parametrize("kind", sorted(PODS))
+def test_reserve_without_matching_equals_matching(
+    kind: str, active: bool, pre_filter: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reserve of a pod nothing is reserved for does not match it (issue 29) and answers what matching answers:
+    an owner pod is still charged to the active reservation."""
+    cache, plugin = plugin_over(active)
+    shortcut = not active and kind in {"plain", "owner", "ignored", "reserve-pod"}
+    if shortcut:
+
+        def no_matching(*_: Any) -> Any:
+            raise AssertionError("Reserve matched a pod nothing is reserved for")
+
+        with monkeypatch.context() as patched:
+            patched.setattr("app.plugins.reservation.plugin.match_pod", no_matching)
+            fast = reserve_outcome(plugin, cache, PODS[kind], pre_filter)
+    else:
+        fast = reserve_outcome(plugin, cache, PODS[kind], pre_filter)
+    if active and kind == "owner":
+        assert fast[1] == "r1"
+    cache2, slow_plugin = plugin_over(active)
+    monkeypatch.setattr(slow_plugin, "_nothing_reserved_for", lambda pod: False)
+    assert reserve_outcome(slow_plugin, cache2, PODS[kind], pre_filter) == fast

@@ -182,6 +182,10 @@ def _split(converted: dict[str, int]) -> tuple[dict[str, int], int, bool]:
     return per, count, shared
 
 
+#: Every GPU resource name (what :func:`gpu_request` reads), for its no-GPU test.
+_GPU_NAMES = frozenset(n.GPU_RESOURCE_NAMES)
+
+
 def gpu_request(requests: dict[str, int]) -> GPURequest | None:
     """The pod's GPU request from its pod-level ``requests`` (base units: percents, bytes, counts).
 
@@ -191,6 +195,8 @@ def gpu_request(requests: dict[str, int]) -> GPURequest | None:
         DeviceRequestError: ``invalid resource unit koordinator.sh/gpu: 150`` or
             ``invalid resource device requests: [koordinator.sh/gpu-core]`` (names sorted), as upstream.
     """
+    if _GPU_NAMES.isdisjoint(requests):
+        return None  # most pods: one pass over their few requests, not a look-up per GPU resource name
     req = {name: requests[name] for name in n.GPU_RESOURCE_NAMES if requests.get(name, 0) > 0}
     if not req:
         return None

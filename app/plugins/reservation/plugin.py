@@ -422,7 +422,14 @@ class Reservation(
         )
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        """Charge the pod to the chosen reservation on ``node`` (none: nothing to do)."""
+        """Charge the pod to the chosen reservation on ``node`` (none: nothing to do).
+
+        When this cycle has not matched the pod yet (its PreFilter skipped it: the ``/bind`` re-check of a pod
+        with nothing reserved) and still nothing is reserved for it, there is nothing to charge: matching
+        would find no reservation on any node, so it is not run (issue 29: ~1.2 us per ``/bind``).
+        """
+        if state.get(_STATE) is None and self._nothing_reserved_for(pod):
+            return SUCCESS
         found = self._pod_state(state, pod)
         if isinstance(found, Status) or found.ignored or node not in found.by_node:
             return SUCCESS
