@@ -38,11 +38,16 @@ class ExtenderArgs(_Wire):
     NodeNames: list[str] | None = None
 
 
+#: JSON ``null`` as :class:`msgspec.Raw` holds it: the default of the undecoded fields below and of every
+#: msgspec struct that reads a pod's head, so "absent or null" is one comparison.
+RAW_NULL = msgspec.Raw(b"null")
+
+
 class RawExtenderArgs(msgspec.Struct):
     """ExtenderArgs as the verbs' fast decode reads it (``msgspec.json.Decoder(RawExtenderArgs)``): the pod and
     ``Nodes`` stay undecoded JSON (:class:`msgspec.Raw`, the exact bytes of the value, surrounding whitespace
     excluded), ``NodeNames`` is decoded and typed. Unknown keys are ignored, as :class:`ExtenderArgs` ignores
-    them. ``Nodes`` absent reads as ``Raw(b"null")``.
+    them. ``Nodes`` absent reads as :data:`RAW_NULL`.
 
     It validates less than :class:`ExtenderArgs` (``Pod`` may be any JSON value here) and says nothing about
     bad input: :func:`app.server.wire.decode_extender_args` checks the rest and answers bad input with
@@ -50,7 +55,7 @@ class RawExtenderArgs(msgspec.Struct):
     """
 
     Pod: msgspec.Raw
-    Nodes: msgspec.Raw = msgspec.Raw(b"null")
+    Nodes: msgspec.Raw = RAW_NULL
     NodeNames: list[str] | None = None
 
 

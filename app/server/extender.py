@@ -19,7 +19,7 @@ import numpy.typing as npt
 import orjson
 from cachetools import LRUCache
 
-from app.api.extender import ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
+from app.api.extender import RAW_NULL, ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.api.jsonbytes import stored_json
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo, parse_pod
@@ -51,26 +51,39 @@ VerbArgs = ExtenderArgs | ExtenderCall
 #: ``/prioritize`` follows its ``/filter`` for the same pod, so a few suffice.
 _BY_JSON_MAX = 64
 
-_NULL = msgspec.Raw(b"null")
-
 
 class _MetaHead(msgspec.Struct):
     """What :meth:`ExtenderService._cached_parse_json` reads of a pod's metadata (the rest is skipped)."""
 
     uid: str = ""
     resourceVersion: str = ""
-    managedFields: msgspec.Raw = _NULL
+    managedFields: msgspec.Raw = RAW_NULL
 
 
 class _PodHead(msgspec.Struct):
     """What :meth:`ExtenderService._cached_parse_json` reads of a pod (the rest is skipped)."""
 
     metadata: _MetaHead | None = None
-    kind: msgspec.Raw = _NULL
-    apiVersion: msgspec.Raw = _NULL
+    kind: msgspec.Raw = RAW_NULL
+    apiVersion: msgspec.Raw = RAW_NULL
 
 
 _POD_HEAD = msgspec.json.Decoder(_PodHead)
+
+
+def _same_as_stored(stored: bytes, probe: bytes, type_meta: bool) -> bool:
+    """Whether a request's pod JSON ``probe`` (managedFields already left out) is the cache's ``stored`` JSON of
+    it byte for byte, but for the TypeMeta: when the request carries no ``kind`` / ``apiVersion``
+    (``type_meta`` False: a typed Go object such as kube-scheduler's informer copy leaves them out), the
+    stored JSON may have them at its head (the API server's watch) or tail. Any other difference (content,
+    key order) is a miss."""
+    if stored == probe:
+        return True
+    if type_meta or probe[:1] != b"{" or probe == b"{}":
+        return False
+    members = probe[1:-1]
+    return stored == _POD_TYPE_HEAD + members + b"}" or stored == b"{" + members + _POD_TYPE_TAIL
+
 
 #: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
 Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
@@ -166,16 +179,11 @@ class ExtenderService:
         meta = head.metadata
         if meta is None or not meta.uid or not meta.resourceVersion:
             return None
-        cache = self.cache
-        uid = meta.uid
-        cached = cache.pods.get(uid)
-        if cached is None or cached.resource_version != meta.resourceVersion or uid in cache.assumed:
-            return None
-        stored = cache.pod_objects.encoded(uid)
-        if stored is None:
+        found = self._stored_version(meta.uid, meta.resourceVersion)
+        if found is None:
             return None
         probe = pod_json
-        if meta.managedFields != _NULL:
+        if meta.managedFields != RAW_NULL:
             field = b'"managedFields":' + bytes(meta.managedFields)
             at = probe.find(field)
             if at < 0 or probe.find(field, at + 1) >= 0:  # spaced out, or found twice: not cut out here
@@ -187,18 +195,9 @@ class ExtenderService:
                 probe = probe[: at - 1] + probe[end:]
             else:  # spaced out (a uid is always beside it)
                 return None
-        try:
-            stored = stored_json(stored)
-        except ValueError:
-            return None
-        if stored == probe:
-            return cached
-        if head.kind != _NULL or head.apiVersion != _NULL or probe == b"{}":
-            return None
-        members = probe[1:-1]
-        if stored == _POD_TYPE_HEAD + members + b"}" or stored == b"{" + members + _POD_TYPE_TAIL:
-            return cached
-        return None
+        cached, stored = found
+        type_meta = head.kind != RAW_NULL or head.apiVersion != RAW_NULL
+        return cached if _same_as_stored(stored, probe, type_meta) else None
 
     def _cached_parse(self, uid: str, rv: str, obj: dict[str, Any]) -> PodInfo | None:
         """The cache's PodInfo of pod ``uid`` when it is exactly what :func:`parse_pod` would make of ``obj``,
@@ -213,12 +212,8 @@ class ExtenderService:
         miss, and the request's pod is parsed. Encoding ``obj`` and comparing costs about 5 us for a
         2 KB pod, a parse about 35 us.
         """
-        cache = self.cache
-        cached = cache.pods.get(uid)
-        if cached is None or cached.resource_version != rv or uid in cache.assumed:
-            return None
-        stored = cache.pod_objects.encoded(uid)
-        if stored is None:
+        found = self._stored_version(uid, rv)
+        if found is None:
             return None
         meta = obj["metadata"]
         probe = obj
@@ -229,17 +224,27 @@ class ExtenderService:
             # plain orjson is encode_object's JSON for a decoded request (no datetimes, no non-string keys)
             # without its exact-size copy
             encoded = orjson.dumps(probe)
-            stored = stored_json(stored)
-        except (TypeError, ValueError):
+        except TypeError:
             return None
-        if stored == encoded:
-            return cached
-        if "kind" in obj or "apiVersion" in obj or encoded[:1] != b"{" or encoded == b"{}":
+        cached, stored = found
+        return cached if _same_as_stored(stored, encoded, "kind" in obj or "apiVersion" in obj) else None
+
+    def _stored_version(self, uid: str, rv: str) -> tuple[PodInfo, bytes] | None:
+        """The cache's PodInfo of pod ``uid`` and its stored JSON (managedFields dropped, as the Kubernetes
+        source stores it) when the cache holds version ``rv`` of it, not assumed by a binding (an assumed view
+        carries the chosen node, not ``spec.nodeName``); else None. What :meth:`_cached_parse` and
+        :meth:`_cached_parse_json` compare a request's pod with."""
+        cache = self.cache
+        cached = cache.pods.get(uid)
+        if cached is None or cached.resource_version != rv or uid in cache.assumed:
             return None
-        members = encoded[1:-1]
-        if stored == _POD_TYPE_HEAD + members + b"}" or stored == b"{" + members + _POD_TYPE_TAIL:
-            return cached
-        return None
+        stored = cache.pod_objects.encoded(uid)
+        if stored is None:
+            return None
+        try:
+            return cached, stored_json(stored)
+        except ValueError:
+            return None
 
     @staticmethod
     def candidate_names(args: VerbArgs) -> list[str]:

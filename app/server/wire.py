@@ -16,7 +16,7 @@ import orjson
 from fastapi import Response
 from pydantic import BaseModel, ValidationError
 
-from app.api.extender import ExtenderArgs, NodeList, RawExtenderArgs
+from app.api.extender import RAW_NULL, ExtenderArgs, NodeList, RawExtenderArgs
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -124,21 +124,16 @@ def decode_extender_args(body: bytes) -> ExtenderCall:
         BadRequest: as :func:`decode` for ``ExtenderArgs``.
     """
     try:
-        raw = _EXTENDER_ARGS.decode(body)
+        raw: RawExtenderArgs | None = _EXTENDER_ARGS.decode(body)
     except (msgspec.DecodeError, RecursionError):  # ValidationError included; RecursionError: deep nesting
-        args = decode(body, ExtenderArgs)  # raises its 400, or takes what msgspec did not (deep nesting)
-        return ExtenderCall(body, None, args.NodeNames, args.Nodes, args.Pod)
-    pod_json = bytes(raw.Pod)
+        raw = None
+    pod_json = bytes(raw.Pod) if raw is not None else b""
     if pod_json[:1] != b"{":
-        args = decode(body, ExtenderArgs)
-        return ExtenderCall(body, None, args.NodeNames, args.Nodes, args.Pod)
-    if raw.Nodes != _NULL:
-        args = decode(body, ExtenderArgs)
-        return ExtenderCall(body, pod_json, args.NodeNames, args.Nodes, args.Pod)
-    return ExtenderCall(body, pod_json, raw.NodeNames)
-
-
-_NULL = msgspec.Raw(b"null")
+        pod_json = b""  # not an object, or msgspec did not take the body
+    if raw is not None and pod_json and raw.Nodes == RAW_NULL:
+        return ExtenderCall(body, pod_json, raw.NodeNames)
+    args = decode(body, ExtenderArgs)  # raises its 400, or takes what msgspec did not (deep nesting, a NodeList)
+    return ExtenderCall(body, pod_json or None, args.NodeNames, args.Nodes, args.Pod)
 
 
 def json_response(content: Any, status_code: int = 200) -> Response:
