@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -44,6 +44,7 @@ import numpy.typing as npt
 import orjson
 
 from app.plugins.coscheduling.capacity import FAIL_FAST_MARK
+from app.sim.answers import AnswerError, HostScore, VerbError, decode_bind, decode_filter, decode_prioritize
 from app.sim.allocations import GpuUsage, GpuUsageTracker, check_allocations
 from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
@@ -92,10 +93,6 @@ def check_tie_break(name: str) -> str:
     if name not in TIE_BREAKS:
         raise SimInputError(f"--tie-break: must be one of {', '.join(TIE_BREAKS)}, got {name!r}")
     return name
-
-
-class VerbError(RuntimeError):
-    """The service answered a verb with an HTTP error (a bug: the simulator's bodies are valid)."""
 
 
 @dataclass(slots=True)
@@ -154,7 +151,7 @@ class SimResult:
 #: Path of each verb.
 _PATHS = {verb: f"/{verb}" for verb in VERBS}
 #: The score of one ``HostPriority`` of a ``/prioritize`` answer.
-_SCORE = itemgetter("Score")
+_SCORE = attrgetter("Score")
 
 
 async def _answered(poster: AsyncPoster, path: str, body: bytes) -> tuple[int, bytes, float]:
@@ -394,13 +391,18 @@ class Simulation:
             self.fit.remove(row, vec)
             self._allocated -= milli
 
-    async def _post(self, verb: str, body: dict[str, Any]) -> Any:
+    async def _post(self, verb: str, body: dict[str, Any]) -> bytes:
+        """``POST /verb`` with ``body`` as JSON; the answer's bytes (decoded by :mod:`app.sim.answers`).
+
+        Raises:
+            VerbError: the service answered with an HTTP error.
+        """
         t0 = time.perf_counter()
         status, content = await self._poster.post(_PATHS[verb], orjson.dumps(body))
         self.result.client_seconds[verb] += time.perf_counter() - t0
         if status != 200:
             raise VerbError(f"/{verb} answered {status}: {content.decode(errors='replace')}")
-        return orjson.loads(content)
+        return content
 
     async def _schedule(self, pod: TracePod, obj: dict[str, Any], vec: npt.NDArray[np.int64]) -> str | None:
         """Schedule one pod; the chosen node, or None with the failure recorded."""
@@ -409,11 +411,14 @@ class Simulation:
             self.result.failed[reason] += 1
             return None
         meta = obj["metadata"]
-        bound = await self._post(
-            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+        bound = decode_bind(
+            await self._post(
+                "bind",
+                {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node},
+            )
         )
-        if bound.get("Error"):
-            self.result.failed[f"bind: {bound['Error']}"] += 1
+        if bound.Error:
+            self.result.failed[f"bind: {bound.Error}"] += 1
             return None
         return node
 
@@ -425,34 +430,44 @@ class Simulation:
             reason = min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0] if reasons else "no nodes"
             return None, f"node-fit: {reason}"
         sent: list[str] = self._names[rows].tolist()
-        answer = await self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": sent})
-        if answer.get("Error"):
-            return None, f"filter: {answer['Error']}"
-        survivors: list[str] = answer.get("NodeNames") or []
+        answer = decode_filter(await self._post("filter", {"Pod": obj, "Nodes": None, "NodeNames": sent}))
+        if answer.Error:
+            return None, f"filter: {answer.Error}"
+        survivors = answer.NodeNames or []
         if not survivors:
-            failed = {**(answer.get("FailedNodes") or {}), **(answer.get("FailedAndUnresolvableNodes") or {})}
+            failed = answer.failed()  # only read here: decoded only when no node passed
             return None, f"filter: {_most_common(failed)}" if failed else "filter: no node passed"
         if self.policy.prioritize and len(survivors) > 1:
-            scores = await self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
-            values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
-            top: list[int] = np.flatnonzero(values == values.max()).tolist()
-            # only the best hosts' names are read (the answer is in the order sent, a few are tied)
-            if self.tie_break == "order":
-                # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
-                # smallest is unique, so no second key is needed
-                if len(top) == 1:
-                    node = scores[top[0]]["Host"]
-                else:
-                    best = [scores[i]["Host"] for i in top]
-                    at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
-                    node = best[int(self._rank[at].argmin())]
-            elif self.tie_break == "name":
-                node = min(scores[i]["Host"] for i in top)
-            else:
-                node = scores[top[int(self.rng.integers(len(top)))]]["Host"]
+            scores = decode_prioritize(
+                await self._post("prioritize", {"Pod": obj, "Nodes": None, "NodeNames": survivors})
+            )
+            node = self._best(scores)
         else:
             node = survivors[int(self.rng.integers(len(survivors)))]
         return node, ""
+
+    def _best(self, scores: list[HostScore]) -> str:
+        """The host of ``scores`` (a ``/prioritize`` answer) with the highest score, ties broken by
+        :attr:`tie_break`. Only the best hosts' names are read (a few are tied).
+
+        Raises:
+            AnswerError: ``scores`` is empty.
+        """
+        if not scores:
+            raise AnswerError("/prioritize answered no scores for the nodes sent")
+        values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
+        top: list[int] = np.flatnonzero(values == values.max()).tolist()
+        if self.tie_break == "random":  # drawn even for one best host: the run's random stream as before
+            return scores[top[int(self.rng.integers(len(top)))]].Host
+        if len(top) == 1:
+            return scores[top[0]].Host
+        if self.tie_break == "order":
+            # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
+            # smallest is unique, so no second key is needed
+            best = [scores[i].Host for i in top]
+            at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
+            return best[int(self._rank[at].argmin())]
+        return min(scores[i].Host for i in top)  # "name"
 
     # ------------------------------------------------------------------ gangs
     async def _gang_arrive(
@@ -522,7 +537,7 @@ class Simulation:
             if status != 200:
                 raise VerbError(f"/bind answered {status}: {content.decode(errors='replace')}")
             held += (answered - sent) * arrival.pod.gpu_total_milli / MILLI_PER_GPU
-            error = orjson.loads(content).get("Error")
+            error = decode_bind(content).Error
             if error:
                 failed = True
                 self.fit.remove(row, vec)

@@ -21,6 +21,7 @@ import http.client
 
 import aiohttp
 import httpx
+from yarl import URL
 
 
 class HttpPoster:
@@ -135,18 +136,28 @@ class AsyncPoster:
 
     def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
         self._base = f"http://{host}:{port}"
+        self._urls: dict[str, URL] = {}  # per path, parsed once (aiohttp takes a URL as it is)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            # what every request shares is the session's (headers, timeout): nothing merged per request
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=1),
                 cookie_jar=aiohttp.DummyCookieJar(),
+                headers=_JSON,
                 skip_auto_headers=("Accept-Encoding", "User-Agent"),
                 auto_decompress=False,
+                timeout=self._timeout,
             )
         return self._session
+
+    def _url(self, path: str) -> URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self._base + path)
+        return url
 
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """``POST path`` with the JSON ``body``; (HTTP status, response body).
@@ -158,9 +169,7 @@ class AsyncPoster:
         """
         for attempt in (1, 2):
             try:
-                async with self._client().post(
-                    self._base + path, data=body, headers=_JSON, timeout=self._timeout, allow_redirects=False
-                ) as answer:
+                async with self._client().post(self._url(path), data=body, allow_redirects=False) as answer:
                     return answer.status, await answer.read()
             except aiohttp.ClientConnectorError as exc:
                 raise httpx.ConnectError(str(exc)) from exc
