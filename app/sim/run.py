@@ -44,8 +44,8 @@ import numpy.typing as npt
 import orjson
 
 from app.plugins.coscheduling.capacity import FAIL_FAST_MARK
-from app.sim.answers import AnswerError, HostScore, VerbError, decode_bind, decode_filter, decode_prioritize
 from app.sim.allocations import GpuUsage, GpuUsageTracker, check_allocations
+from app.sim.answers import AnswerError, HostScore, VerbError, decode_bind, decode_filter, decode_prioritize
 from app.sim.curve import allocation_curve
 from app.sim.errors import SimInputError
 from app.sim.fit import NodeFit, pod_vector
@@ -331,9 +331,16 @@ class Simulation:
         return self._usage.update(self.service.state.cache, changed)
 
     def _server_seconds(self) -> dict[str, float]:
-        registry = self.service.state.metrics.registry
-        name = "koord_extender_request_duration_seconds_sum"
-        return {v: float(registry.get_sample_value(name, {"verb": v}) or 0.0) for v in VERBS}
+        """Seconds the service spent answering each of :data:`VERBS` so far: the ``_sum`` of its latency
+        histogram ``koord_extender_request_duration_seconds{verb}``, read from that histogram alone (the
+        registry's ``get_sample_value`` collects every collector of the service, per verb)."""
+        out = dict.fromkeys(VERBS, 0.0)
+        for family in self.service.state.metrics.latency.collect():
+            for sample in family.samples:
+                verb = sample.labels.get("verb")
+                if sample.name.endswith("_sum") and verb in out:
+                    out[verb] = float(sample.value)
+        return out
 
     def _vector(self, pod: TracePod) -> npt.NDArray[np.int64]:
         vec = self._vectors.get(id(pod))
@@ -457,9 +464,7 @@ class Simulation:
             raise AnswerError("/prioritize answered no scores for the nodes sent")
         values = np.fromiter(map(_SCORE, scores), dtype=np.int64, count=len(scores))
         top: list[int] = np.flatnonzero(values == values.max()).tolist()
-        if self.tie_break == "random":  # drawn even for one best host: the run's random stream as before
-            return scores[top[int(self.rng.integers(len(top)))]].Host
-        if len(top) == 1:
+        if len(top) == 1:  # (``rng.integers(1)`` draws nothing: the random stream is the same)
             return scores[top[0]].Host
         if self.tie_break == "order":
             # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
@@ -467,7 +472,9 @@ class Simulation:
             best = [scores[i].Host for i in top]
             at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
             return best[int(self._rank[at].argmin())]
-        return min(scores[i].Host for i in top)  # "name"
+        if self.tie_break == "name":
+            return min(scores[i].Host for i in top)
+        return scores[top[int(self.rng.integers(len(top)))]].Host
 
     # ------------------------------------------------------------------ gangs
     async def _gang_arrive(

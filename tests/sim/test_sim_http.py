@@ -43,6 +43,12 @@ def test_slice_runs_with_consistent_accounting(trace: Trace) -> None:
         # every bound pod in the source is bound in the cache to the same node
         bound = service.read(lambda: {p.name: p.node_name for p in cache.pods.values() if p.node_name})
         assert len(bound) == result.scheduled_pods
+        # the server's seconds per verb: the latency histogram's sums, as the registry reports them
+        registry = service.state.metrics.registry
+        name = "koord_extender_request_duration_seconds_sum"
+        read = {v: registry.get_sample_value(name, {"verb": v}) for v in ("filter", "prioritize", "bind")}
+        assert service.read(sim._server_seconds) == read and all(v and v > 0 for v in read.values())
+        assert result.server_seconds == pytest.approx(read)  # from 0 at the start of the run
         # the checker catches an over-allocated GPU
         node = next(n for n in trace.nodes if n.gpu)
         uid = next(u for u, p in cache.pods.items() if p.node_name == node.name and p.requests.get("nvidia.com/gpu"))

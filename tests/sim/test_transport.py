@@ -187,3 +187,23 @@ async def test_async_poster_nobody_listening_is_a_connect_error() -> None:
         with pytest.raises(httpx.ConnectError):
             await poster.post("/x", b"{}")
         await poster.aclose()
+
+
+@pytest.mark.parametrize("server", [[_ok(b"1"), _ok(b"2")]], indirect=True)
+async def test_async_poster_sends_the_same_head_on_every_request(server: ScriptedServer) -> None:
+    """The session's headers (Content-Type) and skipped auto headers hold for every request: the head is
+    exactly Host, Accept, Content-Type and Content-Length, with no User-Agent or Accept-Encoding."""
+    poster = AsyncPoster("127.0.0.1", server.port)
+    assert await poster.post("/filter", b"{}") == (200, b"1")
+    assert await poster.post("/filter", b'{"a":1}') == (200, b"2")
+    await poster.aclose()
+    for request, length in zip(server.requests, (2, 7), strict=True):
+        head = request.split(b"\r\n\r\n")[0].split(b"\r\n")
+        assert head[0] == b"POST /filter HTTP/1.1"
+        assert sorted(h.split(b":")[0].lower() for h in head[1:]) == [
+            b"accept",
+            b"content-length",
+            b"content-type",
+            b"host",
+        ]
+        assert b"Content-Type: application/json" in head and b"Content-Length: %d" % length in head
