@@ -17,6 +17,7 @@ service's own API client (``app/client/lane.py``). Plain HTTP to one host only.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 
 import aiohttp
@@ -87,6 +88,8 @@ class HttpPoster:
 
 
 _JSON = {"Content-Type": "application/json"}
+#: aiohttp's timeouts all off (its default has a total of 300 s): :class:`AsyncPoster` keeps its own.
+_NO_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=None, sock_read=None, sock_connect=None)
 
 
 class KeepAliveTransport(httpx.BaseTransport):
@@ -129,27 +132,39 @@ class AsyncPoster:
     One request at a time; when the server closed the kept-alive connection, the request is sent once
     more on a new one (aiohttp itself never re-sends a POST). Close it with :meth:`aclose`.
 
+    The ``timeout`` is kept by one watchdog timer per poster rather than by aiohttp's per-request timeout
+    (a timer handle armed and cancelled on every call, ~30,000 per run): the watchdog fires at the
+    deadline of the request in flight when it was armed, and re-arms itself for the deadline of the
+    request in flight then, if any; a request past its deadline is cancelled and reported as a
+    ``TimeoutError``. A busy poster thus arms about one timer per ``timeout`` seconds, and no request
+    runs longer than ``timeout`` unanswered.
+
     Args:
         host, port: the server.
-        timeout: seconds one request may take (connect, send and answer).
+        timeout: seconds one request may take (connect, send and answer, both attempts).
     """
 
     def __init__(self, host: str, port: int, timeout: float = 60.0) -> None:
         self._base = f"http://{host}:{port}"
         self._urls: dict[str, URL] = {}  # per path, parsed once (aiohttp takes a URL as it is)
-        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._seconds = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._inflight: asyncio.Task[object] | None = None  # the task posting now
+        self._deadline = 0.0  # loop time by which the request in flight must be answered
+        self._expired = False  # the watchdog cancelled the request in flight
+        self._watch: asyncio.TimerHandle | None = None
+        self._watch_loop: asyncio.AbstractEventLoop | None = None
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            # what every request shares is the session's (headers, timeout): nothing merged per request
+            # what every request shares is the session's (headers; no aiohttp timeout: the watchdog's)
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=1),
                 cookie_jar=aiohttp.DummyCookieJar(),
                 headers=_JSON,
                 skip_auto_headers=("Accept-Encoding", "User-Agent"),
                 auto_decompress=False,
-                timeout=self._timeout,
+                timeout=_NO_TIMEOUT,
             )
         return self._session
 
@@ -159,6 +174,24 @@ class AsyncPoster:
             url = self._urls[path] = URL(self._base + path)
         return url
 
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Arm the watchdog for the request in flight unless it is armed on ``loop`` already."""
+        if self._watch is None or self._watch_loop is not loop:
+            self._watch = loop.call_at(self._deadline, self._check, loop)
+            self._watch_loop = loop
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The watchdog: cancel the request in flight past its deadline, else re-arm for its deadline."""
+        self._watch = None
+        task = self._inflight
+        if task is None:
+            return  # nothing in flight: the next request arms it again
+        if loop.time() >= self._deadline:
+            self._expired = True
+            task.cancel()
+        else:
+            self._arm(loop)
+
     async def post(self, path: str, body: bytes) -> tuple[int, bytes]:
         """``POST path`` with the JSON ``body``; (HTTP status, response body).
 
@@ -167,19 +200,35 @@ class AsyncPoster:
             httpx.ReadError: the connection broke twice in a row, the answer is not HTTP/1.1, or it
                 took longer than ``timeout``.
         """
-        for attempt in (1, 2):
-            try:
-                async with self._client().post(self._url(path), data=body, allow_redirects=False) as answer:
-                    return answer.status, await answer.read()
-            except aiohttp.ClientConnectorError as exc:
-                raise httpx.ConnectError(str(exc)) from exc
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                if attempt == 2 or isinstance(exc, TimeoutError):
-                    raise httpx.ReadError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
-        raise httpx.ReadError("unreachable")  # pragma: no cover
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        self._inflight, self._expired = task, False
+        self._deadline = loop.time() + self._seconds
+        self._arm(loop)
+        try:
+            for attempt in (1, 2):
+                try:
+                    async with self._client().post(self._url(path), data=body, allow_redirects=False) as answer:
+                        return answer.status, await answer.read()
+                except aiohttp.ClientConnectorError as exc:
+                    raise httpx.ConnectError(str(exc)) from exc
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    if attempt == 2 or isinstance(exc, TimeoutError):
+                        raise httpx.ReadError(f"POST {path}: {type(exc).__name__}: {exc}") from exc
+            raise httpx.ReadError("unreachable")  # pragma: no cover
+        except asyncio.CancelledError:
+            # the watchdog's cancel (and no other pending): a timeout; any other cancel goes on
+            if self._expired and task is not None and task.uncancel() == 0:
+                raise httpx.ReadError(f"POST {path}: TimeoutError: no answer within {self._seconds} s") from None
+            raise
+        finally:
+            self._inflight = None
 
     async def aclose(self) -> None:
-        """Close the connection (a later request reconnects)."""
+        """Close the connection and stop the watchdog (a later request reconnects and re-arms it)."""
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
         if self._session is not None:
             await self._session.close()
             self._session = None

@@ -4,6 +4,7 @@ split over many packets, reconnecting after the server closed, errors."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -207,3 +208,45 @@ async def test_async_poster_sends_the_same_head_on_every_request(server: Scripte
             b"host",
         ]
         assert b"Content-Type: application/json" in head and b"Content-Length: %d" % length in head
+
+
+async def test_async_poster_times_out_a_request_the_server_never_answers() -> None:
+    """An answer that never comes is a ReadError after about ``timeout`` (not a hang), and the poster
+    works again afterwards on a new connection."""
+    silent = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    poster = AsyncPoster("127.0.0.1", silent.getsockname()[1], timeout=0.4)
+    for _ in range(2):  # the same poster again: the watchdog re-arms, the dead connection is not reused
+        t0 = time.monotonic()
+        with pytest.raises(httpx.ReadError, match=r"POST /filter: TimeoutError: no answer within 0.4 s"):
+            await asyncio.wait_for(poster.post("/filter", b"{}"), 5)  # (a broken watchdog fails, not hangs)
+        assert 0.35 <= time.monotonic() - t0 < 2.0
+    # a cancel from outside stays a cancel (the caller's), not a timeout
+    task = asyncio.ensure_future(poster.post("/filter", b"{}"))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await poster.aclose()
+    assert len(held) == 3
+    silent.close()
+    for conn in held:
+        conn.close()
+    server = ScriptedServer([_ok(b"1"), _ok(b"2")])
+    try:
+        poster = AsyncPoster("127.0.0.1", server.port, timeout=0.4)
+        assert await poster.post("/filter", b"{}") == (200, b"1")
+        await asyncio.sleep(0.6)  # idle past the timeout: nothing in flight, nothing cancelled
+        assert await poster.post("/filter", b"{}") == (200, b"2")
+        await poster.aclose()
+    finally:
+        server.close()
