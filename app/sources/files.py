@@ -326,8 +326,11 @@ class FileSource(Source):
         if current is not None:
             obj = updated_object(current, obj)
         else:
-            obj["metadata"].setdefault("uid", str(uuid.uuid4()))
-            obj["metadata"].setdefault("creationTimestamp", format_time(time.time()))
+            meta = obj["metadata"]
+            if "uid" not in meta:  # (not setdefault: no uuid4 drawn for a uid given, as the sim's pods have)
+                meta["uid"] = str(uuid.uuid4())
+            if "creationTimestamp" not in meta:
+                meta["creationTimestamp"] = format_time(time.time())
         self._patches.get(kind, {}).pop(key, None)
         self._created.setdefault(kind, {})[key] = obj
         self._store(kind, key, obj)

@@ -99,6 +99,13 @@ async def test_file_source_create_then_update_keeps_identity(tmp_path: Path) -> 
         assert updated["spec"] == {"cpuBurstStrategy": {"policy": "auto"}}
         await asyncio.sleep(0)
         assert sink.objects["NodeSLO"]["n1"]["spec"]["cpuBurstStrategy"]["policy"] == "auto"
+        # a new object keeps the uid and creationTimestamp it was given; without them it gets new ones
+        given = {"name": "n2", "uid": "u-2", "creationTimestamp": "2026-01-02T03:04:05Z"}
+        kept = await src.create_or_update({**slo, "metadata": given})
+        assert (kept["metadata"]["uid"], kept["metadata"]["creationTimestamp"]) == ("u-2", "2026-01-02T03:04:05Z")
+        fresh = (await src.create_or_update({**slo, "metadata": {"name": "n3"}}))["metadata"]
+        assert fresh["uid"] not in (uid, "u-2") and len(fresh["uid"]) == 36
+        assert fresh["creationTimestamp"].endswith("Z") and fresh["creationTimestamp"] != given["creationTimestamp"]
         with pytest.raises(BadRequest, match=r"without metadata\.name"):
             await src.create_or_update({"kind": "NodeSLO", "metadata": {}})
         with pytest.raises(BadRequest, match="'Gadget'"):
