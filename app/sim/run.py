@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -152,6 +152,8 @@ class SimResult:
 _PATHS = {verb: f"/{verb}" for verb in VERBS}
 #: The score of one ``HostPriority`` of a ``/prioritize`` answer.
 _SCORE = attrgetter("Score")
+#: The node name of one ``HostPriority``.
+_HOST = attrgetter("Host")
 
 
 async def _answered(poster: AsyncPoster, path: str, body: bytes) -> tuple[int, bytes, float]:
@@ -214,6 +216,8 @@ class Simulation:
         # (row i has rank order[i]; node names as an object array, to pick the request's names in C)
         self._rank = np.random.default_rng([seed, 1]).permutation(len(nodes)).astype(np.int64)
         self._names = np.array(self.fit.names, dtype=object)
+        ranks = self._rank.tolist()
+        self._rank_of = {name: ranks[row] for name, row in self.rows.items()}  # node name -> its rank
         self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
         self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
         self.fragmentation = fragmentation
@@ -468,12 +472,11 @@ class Simulation:
             return scores[top[0]].Host
         if self.tie_break == "order":
             # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
-            # smallest is unique, so no second key is needed
-            best = [scores[i].Host for i in top]
-            at = np.fromiter(map(self.rows.__getitem__, best), dtype=np.int64, count=len(best))
-            return best[int(self._rank[at].argmin())]
+            # smallest is unique, so no second key is needed. Often most of the ~1,000 hosts tie (empty
+            # nodes score alike): one pass in C over the tied entries, their names and their ranks.
+            return min(map(_HOST, itemgetter(*top)(scores)), key=self._rank_of.__getitem__)
         if self.tie_break == "name":
-            return min(scores[i].Host for i in top)
+            return min(map(_HOST, itemgetter(*top)(scores)))
         return scores[top[int(self.rng.integers(len(top)))]].Host
 
     # ------------------------------------------------------------------ gangs

@@ -58,10 +58,11 @@ def test_prioritize_decode_and_choice_match_the_plain_decode(
     plain = orjson.loads(content)
     typed = decode_prioritize(content)
     assert [(h.Host, h.Score) for h in typed] == [(h["Host"], h["Score"]) for h in plain]
-    rows = {name: i for i, name in enumerate(sorted(names))}
-    rank = np.random.default_rng([seed, 1]).permutation(len(names)).astype(np.int64)
-    sim = SimpleNamespace(tie_break=tie_break, rows=rows, _rank=rank, rng=np.random.default_rng(seed))
-    chosen = Simulation._best(sim, typed)  # type: ignore[arg-type]
+    nodes = [TraceNode(name, 32000, 65536, 4, "T4") for name in sorted(names)]
+    policy = builtin_policy("FragmentationAware")
+    sim = Simulation(SimpleNamespace(port=1), nodes, policy, seed, tie_break=tie_break)  # type: ignore[arg-type]
+    rows, rank = sim.rows, sim._rank  # the run's node rows and seeded order, as the plain choice read them
+    chosen = sim._best(typed)
     assert chosen == plain_best(plain, tie_break, rows, rank, np.random.default_rng(seed))
     # the random stream advanced as the plain choice advanced it
     reference = np.random.default_rng(seed)
