@@ -131,8 +131,6 @@ class ExtenderService:
         #: batches of shared name lists (:attr:`~app.server.wire.ExtenderCall.names_shared`) by the list's id:
         #: (the list, table generation, the batch); the entry holds the list, so its id is not reused meanwhile
         self._shared_batches: dict[int, tuple[list[str], int, NodeBatch]] = {}
-        #: HostPriorityList entries of shared name lists by the list's id: (the list, its entries)
-        self._shared_entries: dict[int, tuple[list[str], list[tuple[bytes, ...]]]] = {}
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -489,27 +487,9 @@ class ExtenderService:
             PodError: the request's pod is malformed (HTTP 400 upstream of here).
         """
         names, scores, batch = self._prioritize(args)
-        encoder = self._priorities
-        if isinstance(args, ExtenderCall) and args.names_shared:  # the names' entries, kept for that very list
-            kept = self._shared_entries.get(id(names))
-            if kept is None or kept[0] is not names:
-                entries = self._entries(names, batch)
-                if len(self._shared_entries) >= _SHARED_BATCHES:
-                    del self._shared_entries[next(iter(self._shared_entries))]
-                kept = self._shared_entries[id(names)] = (names, entries)
-            return encoder.encode_entries(names, kept[1], scores)
-        return (
-            encoder.encode(names, scores)
-            if len(batch) != len(names)
-            else encoder.encode(names, scores, batch.rows.tolist(), self.cache.table.generation)
-        )
-
-    def _entries(self, names: list[str], batch: NodeBatch) -> list[tuple[bytes, ...]]:
-        """The HostPriorityList entries of ``names`` (:meth:`~app.server.wire.HostPriorityEncoder.entries`),
-        found by row when every name is known (``batch`` is then theirs, in order)."""
         if len(batch) == len(names):  # every node known: the batch's rows are the names' rows, found by row
-            return self._priorities.entries(names, batch.rows.tolist(), self.cache.table.generation)
-        return self._priorities.entries(names)
+            return self._priorities.encode_rows(names, batch.rows, scores, self.cache.table.generation)
+        return self._priorities.encode(names, scores.tolist())
 
     def prioritize_scores(self, args: VerbArgs) -> tuple[list[str], list[int]]:
         """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0.
@@ -518,23 +498,23 @@ class ExtenderService:
             PodError: the request's pod is malformed.
         """
         names, scores, _ = self._prioritize(args)
-        return names, scores
+        return names, scores.tolist()
 
-    def _prioritize(self, args: VerbArgs) -> tuple[list[str], list[int], NodeBatch]:
-        """:meth:`prioritize_scores` and the batch of the known nodes it scored."""
+    def _prioritize(self, args: VerbArgs) -> tuple[list[str], npt.NDArray[np.int64], NodeBatch]:
+        """:meth:`prioritize_scores` (the scores as int64, parallel to the names) and the batch of the known
+        nodes it scored."""
         names = self.candidate_names(args)
         pod = self.request_pod(args)
         state = self.framework.new_cycle()
         batch, positions, _ = self._call_batch(args, names)
-        scores = [0] * len(names)
         result = self._scores(state, pod, batch) if len(batch) else None
-        if result is not None:
-            known = result.extender_scores().tolist()
-            if len(known) == len(names):  # every node known: positions are 0..n-1
-                scores = known
-            else:
-                for pos, score in zip(positions, known, strict=True):
-                    scores[pos] = score
+        if result is None:
+            return names, np.zeros(len(names), dtype=np.int64), batch
+        known = result.extender_scores()
+        if len(known) == len(names):  # every node known: positions are 0..n-1
+            return names, known, batch
+        scores = np.zeros(len(names), dtype=np.int64)
+        scores[np.asarray(positions, dtype=np.int64)] = known
         return names, scores, batch
 
     # ------------------------------------------------------------------ preempt

@@ -12,6 +12,8 @@ from operator import getitem
 from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 import orjson
 from fastapi import Response
 from pydantic import BaseModel, ValidationError
@@ -226,6 +228,11 @@ class HostPriorityEncoder:
         #: the entries by node-table row, valid for the table generation ``_row_generation`` only
         self._by_row: dict[int, tuple[bytes, ...]] = {}
         self._row_generation: int | None = None
+        #: :meth:`encode_rows`' table: the entry of row ``r`` and score ``s`` at ``r * 11 + s`` (an object array),
+        #: ``_filled[r]`` when row ``r``'s are in; valid for the table generation ``_flat_generation`` only
+        self._flat: npt.NDArray[np.object_] = np.empty(0, dtype=object)
+        self._filled: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self._flat_generation: int | None = None
 
     def _entry(self, name: str) -> tuple[bytes, ...]:
         entries = self._entries
@@ -263,13 +270,53 @@ class HostPriorityEncoder:
             return orjson.Fragment(b"[]")
         return self._join(names, self.entries(names, rows, generation), scores)
 
+    def encode_rows(
+        self, names: Sequence[str], rows: npt.NDArray[np.int64], scores: npt.NDArray[np.int64], generation: int
+    ) -> orjson.Fragment:
+        """:meth:`encode` of ``names`` at node-table ``rows`` (int64, parallel; of exactly these names at table
+        generation ``generation``) with ``scores`` (int64, parallel): the entries are picked by one numpy
+        ``take`` from a table by row and score (``row * 11 + score``), no Python work per host, about a third
+        of :meth:`encode`'s cost for 1,000 hosts. The table is emptied whenever ``generation`` moves, so a row
+        freed and given to another name never answers with the old name's bytes; a row is filled from its
+        name on first use. A score outside 0..10 goes through :meth:`encode`.
+
+        Raises:
+            ValueError: ``names``, ``rows`` and ``scores`` differ in length.
+        """
+        n = len(names)
+        if not (n == len(rows) == len(scores)):
+            raise ValueError(f"{n} names but {len(rows)} rows and {len(scores)} scores")
+        if not n:
+            return orjson.Fragment(b"[]")
+        width = len(self.SCORES)
+        if int(scores.min()) < 0 or int(scores.max()) >= width:
+            return self.encode(names, scores.tolist(), rows.tolist(), generation)
+        if generation != self._flat_generation:
+            self._filled[:] = False
+            self._flat_generation = generation
+        top = int(rows.max()) + 1
+        if top > len(self._filled):
+            size = max(top, 2 * len(self._filled), 64)
+            flat = np.empty(size * width, dtype=object)
+            flat[: len(self._flat)] = self._flat
+            filled = np.zeros(size, dtype=bool)
+            filled[: len(self._filled)] = self._filled
+            self._flat, self._filled = flat, filled
+        empty = ~self._filled[rows]
+        if empty.any():
+            flat, entries = self._flat, self._entries
+            for pos in np.flatnonzero(empty).tolist():
+                name = names[pos]
+                row = int(rows[pos])
+                flat[row * width : (row + 1) * width] = entries.get(name) or self._entry(name)
+            self._filled[rows[empty]] = True
+        return orjson.Fragment(b"[" + b",".join(self._flat.take(rows * width + scores).tolist()) + b"]")
+
     def entries(
         self, names: Sequence[str], rows: Sequence[int] | None = None, generation: int | None = None
     ) -> list[tuple[bytes, ...]]:
         """Each name's pre-encoded entries (index: the score 0..10), parallel to ``names``: what :meth:`encode`
-        joins, found by row when ``rows`` and ``generation`` are given (as for :meth:`encode`). They depend on
-        the names only, so a caller may keep them for a list of names that does not change
-        (:meth:`encode_entries`).
+        joins, found by row when ``rows`` and ``generation`` are given (as for :meth:`encode`).
 
         Raises:
             ValueError: ``names`` and ``rows`` differ in length.
@@ -279,20 +326,6 @@ class HostPriorityEncoder:
                 raise ValueError(f"{len(names)} names but {len(rows)} rows")
             return self._row_entries(names, rows, generation)
         return self._name_entries(names)
-
-    def encode_entries(
-        self, names: Sequence[str], entries: list[tuple[bytes, ...]], scores: Sequence[int]
-    ) -> orjson.Fragment:
-        """:meth:`encode` of ``names`` with ``scores`` from their :meth:`entries` (kept by the caller).
-
-        Raises:
-            ValueError: ``names`` and ``scores`` (or ``entries``) differ in length.
-        """
-        if not (len(names) == len(scores) == len(entries)):
-            raise ValueError(f"{len(names)} names but {len(scores)} scores and {len(entries)} entries")
-        if not names:
-            return orjson.Fragment(b"[]")
-        return self._join(names, entries, scores)
 
     def _name_entries(self, names: Sequence[str]) -> list[tuple[bytes, ...]]:
         entries = self._entries
