@@ -46,8 +46,9 @@ RAW_NULL = msgspec.Raw(b"null")
 class RawExtenderArgs(msgspec.Struct):
     """ExtenderArgs as the verbs' fast decode reads it (``msgspec.json.Decoder(RawExtenderArgs)``): the pod and
     ``Nodes`` stay undecoded JSON (:class:`msgspec.Raw`, the exact bytes of the value, surrounding whitespace
-    excluded), ``NodeNames`` is decoded and typed. Unknown keys are ignored, as :class:`ExtenderArgs` ignores
-    them. ``Nodes`` absent reads as :data:`RAW_NULL`.
+    excluded), and so does ``NodeNames`` (decoded by the caller, which may find an equal list it decoded
+    before by these bytes). Unknown keys are ignored, as :class:`ExtenderArgs` ignores them. ``Nodes`` or
+    ``NodeNames`` absent reads as :data:`RAW_NULL`.
 
     It validates less than :class:`ExtenderArgs` (``Pod`` may be any JSON value here) and says nothing about
     bad input: :func:`app.server.wire.decode_extender_args` checks the rest and answers bad input with
@@ -56,7 +57,7 @@ class RawExtenderArgs(msgspec.Struct):
 
     Pod: msgspec.Raw
     Nodes: msgspec.Raw = RAW_NULL
-    NodeNames: list[str] | None = None
+    NodeNames: msgspec.Raw = RAW_NULL
 
 
 class MetaPod(_Wire):

@@ -66,8 +66,8 @@ class NodeBatch:
     def subset(self, positions: npt.NDArray[np.int64]) -> NodeBatch:
         """The batch restricted to ``positions`` (indices into this batch), order kept."""
         idx = positions.tolist()
-        removed = [self.removed[i] for i in idx] if self.removed is not None else None
-        return NodeBatch(self.rows[positions], [self.names[i] for i in idx], removed)
+        removed = list(map(self.removed.__getitem__, idx)) if self.removed is not None else None
+        return NodeBatch(self.rows[positions], list(map(self.names.__getitem__, idx)), removed)
 
 
 #: Filter answer: position in the batch -> failing status. Absent positions passed.

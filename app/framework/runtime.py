@@ -155,13 +155,13 @@ class Framework:
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
                 continue
-            attributed: dict[int, Status] = {}  # plugins share one Status per reason: attribute each once
-            alive_list = None if alive is None else alive.tolist()
-            for pos, status in failed.items():
-                named = attributed.get(id(status))
-                if named is None:
-                    named = attributed[id(status)] = status.with_plugin(plugin.name)
-                failures[pos if alive_list is None else alive_list[pos]] = named
+            # plugins share one Status per reason: attribute each distinct one once, then map the positions
+            # and statuses over with C-level zip/map (the order of ``failed`` kept), not a loop per node
+            statuses = failed.values()
+            ids = list(map(id, statuses))
+            attributed = {k: s.with_plugin(plugin.name) for k, s in dict(zip(ids, statuses, strict=True)).items()}
+            where = failed.keys() if alive is None else map(alive.tolist().__getitem__, failed)
+            failures.update(zip(where, map(attributed.__getitem__, ids), strict=True))
             keep = np.ones(len(sub), dtype=bool)
             keep[np.fromiter(failed, dtype=np.int64, count=len(failed))] = False
             alive = np.flatnonzero(keep) if alive is None else alive[keep]

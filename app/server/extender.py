@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -26,12 +27,19 @@ from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
 from app.framework.bindingcycle import BindingCycle
 from app.framework.cyclestate import CycleState
-from app.framework.interfaces import FilterExplainer, NodeBatch, NodeDetailPlugin, PodVerdictPlugin, PreemptionPlugin
+from app.framework.interfaces import (
+    FilterExplainer,
+    FilterFailures,
+    NodeBatch,
+    NodeDetailPlugin,
+    PodVerdictPlugin,
+    PreemptionPlugin,
+)
 from app.framework.preemption import Candidate, fit_shortfall
 from app.framework.runtime import Framework, ScoreError, ScoreResult
 from app.framework.status import SUCCESS, Code, Status
 from app.plugins.noderesources.fit import kube_scheduler_fit
-from app.server.wire import BadRequest, ExtenderCall, HostPriorityEncoder
+from app.server.wire import BadRequest, ExtenderCall, HostPriorityEncoder, NameLists
 from app.sources.base import Source
 
 log = logging.getLogger(__name__)
@@ -85,6 +93,12 @@ def _same_as_stored(stored: bytes, probe: bytes, type_meta: bool) -> bool:
     return stored == _POD_TYPE_HEAD + members + b"}" or stored == b"{" + members + _POD_TYPE_TAIL
 
 
+_MESSAGE = attrgetter("message")
+
+#: Shared name lists kept (:class:`~app.server.wire.NameLists`) and batches kept for them.
+_SHARED_BATCHES = 16
+
+
 #: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
 Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
 
@@ -112,6 +126,11 @@ class ExtenderService:
         self._priorities = HostPriorityEncoder()
         #: the batch :meth:`_batch` answers again: (table generation, the names it is for, the batch)
         self._last_batch: tuple[int, list[str], NodeBatch] | None = None
+        #: recent NodeNames lists by their JSON bytes (:func:`~app.server.wire.decode_extender_args`)
+        self.name_lists = NameLists(_SHARED_BATCHES)
+        #: batches of shared name lists (:attr:`~app.server.wire.ExtenderCall.names_shared`) by the list's id:
+        #: (the list, table generation, the batch); the entry holds the list, so its id is not reused meanwhile
+        self._shared_batches: dict[int, tuple[list[str], int, NodeBatch]] = {}
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -255,7 +274,30 @@ class ExtenderService:
             return [_meta_field(n, "name", f"Nodes.items[{i}]") for i, n in enumerate(args.Nodes.items)]
         return []
 
-    def _batch(self, names: list[str]) -> tuple[NodeBatch, list[int], list[int]]:
+    def _call_batch(self, args: VerbArgs, names: list[str]) -> tuple[NodeBatch, Sequence[int], list[int]]:
+        """:meth:`_batch` of the request's ``names``; for a shared name list
+        (:attr:`~app.server.wire.ExtenderCall.names_shared`) whose nodes are all known, the batch kept for
+        that very list while the node table's generation stays (no name hashed or looked up), else found and
+        kept for it."""
+        if not (isinstance(args, ExtenderCall) and args.names_shared):
+            return self._batch(names)
+        generation = self.cache.table.generation
+        kept = self._shared_batches.get(id(names))
+        if kept is not None and kept[0] is names and kept[1] == generation:
+            return kept[2], range(len(names)), []
+        found = self._batch(names)
+        if not found[2]:
+            self._keep_shared(names, generation, found[0])
+        return found
+
+    def _keep_shared(self, names: list[str], generation: int, batch: NodeBatch) -> None:
+        """Keep ``batch`` (of all of ``names``, a list no one changes, at ``generation``) for :meth:`_call_batch`."""
+        shared = self._shared_batches
+        if len(shared) >= _SHARED_BATCHES and id(names) not in shared:
+            del shared[next(iter(shared))]
+        shared[id(names)] = (names, generation, batch)
+
+    def _batch(self, names: list[str]) -> tuple[NodeBatch, Sequence[int], list[int]]:
         """(batch of known nodes, their positions in ``names``, positions of unknown nodes).
 
         A batch of names all known is kept with the node table's
@@ -270,23 +312,35 @@ class ExtenderService:
         generation = table.generation
         last = self._last_batch
         if last is not None and last[0] == generation and last[1] == names:
-            return last[2], list(range(len(names))), []
+            return last[2], range(len(names)), []
         rows, missing = table.rows_of(names)
         if not missing:
             batch = NodeBatch(rows, names)
             self._last_batch = (generation, names, batch)
-            return batch, list(range(len(names))), []
+            return batch, range(len(names)), []
         known = np.flatnonzero(rows >= 0)
         positions = known.tolist()
         return NodeBatch(rows[known], [names[i] for i in positions]), positions, missing
 
-    def _remember_batch(self, names: list[str], rows: npt.NDArray[np.int64]) -> None:
+    def _remember_batch(self, names: list[str], rows: npt.NDArray[np.int64], share: bool) -> None:
         """Keep the known nodes ``names`` at ``rows`` (of the node table as it is now; parallel) as the batch
         :meth:`_batch` answers a call with the same names: ``/filter`` keeps the nodes it passes, the names
         kube-scheduler sends to the ``/prioritize`` that follows. ``names`` is copied (the caller hands its
-        list on in the answer); pass ``rows`` as an array no one else holds."""
+        list on in the answer); pass ``rows`` as an array no one else holds. With ``share`` (the request's
+        names came through :attr:`name_lists`), the copy is also kept there by its JSON bytes (orjson's, as
+        the answer spells the list and the client sends it back), with the batch for :meth:`_call_batch`:
+        the ``/prioritize`` then neither decodes the names nor looks them up."""
         kept = list(names)
-        self._last_batch = (self.cache.table.generation, kept, NodeBatch(rows, kept))
+        generation = self.cache.table.generation
+        batch = NodeBatch(rows, kept)
+        self._last_batch = (generation, kept, batch)
+        if share:
+            try:
+                encoded = orjson.dumps(kept)
+            except TypeError:  # a name orjson does not encode (a lone surrogate): nothing to share
+                return
+            self.name_lists.keep(encoded, kept)
+            self._keep_shared(kept, generation, batch)
 
     def _scores(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> ScoreResult | None:
         """The framework's scores, or None when a PreScore plugin failed (logged; the pod then gets
@@ -333,7 +387,7 @@ class ExtenderService:
         passing_names: list[str] | None = None  # the names of passing_pos, when worked out
         try:
             state = self.framework.new_cycle()
-            batch, positions, missing = self._batch(names)
+            batch, positions, missing = self._call_batch(args, names)
             for pos in missing:
                 failed[names[pos]] = REASON_NODE_NOT_FOUND
             pre = self.framework.run_pre_filter(state, pod)
@@ -347,13 +401,14 @@ class ExtenderService:
                     if chosen is not None:
                         preemption = (chosen[0], pod, chosen[1])
                 failures: dict[int, Status] = {}
-                passing_pos: list[int] = []
+                passing_pos: Sequence[int] = []
             else:
                 failures = self.framework.run_filters(state, pod, batch)
+                share = isinstance(args, ExtenderCall) and args.names_shared
                 if not failures:
                     passing_pos = positions
                     if missing:  # else _batch already keeps this batch for these names
-                        self._remember_batch(batch.names, batch.rows)
+                        self._remember_batch(batch.names, batch.rows, share)
                 else:
                     keep = np.ones(len(batch), dtype=bool)
                     keep[np.fromiter(failures, dtype=np.int64, count=len(failures))] = False
@@ -362,17 +417,9 @@ class ExtenderService:
                     survivor_list = survivors.tolist()
                     passing_pos = survivor_list if not missing else np.asarray(positions)[survivors].tolist()
                     if survivor_list:
-                        passing_names = [batch.names[i] for i in survivor_list]
-                        self._remember_batch(passing_names, batch.rows[survivors])
-                bnames = batch.names
-                # statuses are shared per reason: count the few distinct ones by identity (C-level, no hashing)
-                by_id = dict(zip(map(id, failures.values()), failures.values(), strict=True))
-                for key, count in Counter(map(id, failures.values())).items():
-                    status = by_id[key]
-                    self.rejections[(status.plugin, status.code.label)] += count
-                for i, status in failures.items():
-                    target = unresolvable if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else failed
-                    target[bnames[i]] = status.message
+                        passing_names = list(map(batch.names.__getitem__, survivor_list))
+                        self._remember_batch(passing_names, batch.rows[survivors], share)
+                self._record_failures(batch.names, failures, failed, unresolvable)
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
             error: dict[str, Any] = {
@@ -403,6 +450,34 @@ class ExtenderService:
             result["Nodes"] = {"metadata": args.Nodes.metadata or {}, "items": [items[p] for p in passing_pos]}
         return result, preemption
 
+    def _record_failures(
+        self, names: list[str], failures: FilterFailures, failed: dict[str, str], unresolvable: dict[str, str]
+    ) -> None:
+        """Add the batch's ``failures`` (positions into ``names``) to ``failed`` / ``unresolvable`` (name ->
+        message, in the order of ``failures``) and to :attr:`rejections`.
+
+        Plugins share one Status per reason, so the few distinct ones are found by identity: with one code class
+        for all (the usual case), the names and messages go in with one C-level ``dict.update`` of a zip,
+        else one by one (the same order either way)."""
+        statuses = failures.values()
+        distinct = dict(zip(map(id, statuses), statuses, strict=True))
+        if len(distinct) == 1:
+            status = next(iter(distinct.values()))
+            self.rejections[(status.plugin, status.code.label)] += len(failures)
+        else:
+            for key, count in Counter(map(id, statuses)).items():
+                status = distinct[key]
+                self.rejections[(status.plugin, status.code.label)] += count
+        unresolvable_code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        codes = {s.code == unresolvable_code for s in distinct.values()}
+        if len(codes) == 1:
+            target = unresolvable if codes.pop() else failed
+            target.update(zip(map(names.__getitem__, failures), map(_MESSAGE, statuses), strict=True))
+            return
+        for i, status in failures.items():
+            target = unresolvable if status.code == unresolvable_code else failed
+            target[names[i]] = status.message
+
     # ------------------------------------------------------------------ prioritize
     def prioritize_answer(self, args: VerbArgs) -> orjson.Fragment:
         """The HostPriorityList (``[{"Host": name, "Score": 0..10}, ...]`` in request order; unknown nodes
@@ -413,8 +488,8 @@ class ExtenderService:
         """
         names, scores, batch = self._prioritize(args)
         if len(batch) == len(names):  # every node known: the batch's rows are the names' rows, found by row
-            return self._priorities.encode(names, scores, batch.rows.tolist(), self.cache.table.generation)
-        return self._priorities.encode(names, scores)
+            return self._priorities.encode_rows(names, batch.rows, scores, self.cache.table.generation)
+        return self._priorities.encode(names, scores.tolist())
 
     def prioritize_scores(self, args: VerbArgs) -> tuple[list[str], list[int]]:
         """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0.
@@ -423,23 +498,23 @@ class ExtenderService:
             PodError: the request's pod is malformed.
         """
         names, scores, _ = self._prioritize(args)
-        return names, scores
+        return names, scores.tolist()
 
-    def _prioritize(self, args: VerbArgs) -> tuple[list[str], list[int], NodeBatch]:
-        """:meth:`prioritize_scores` and the batch of the known nodes it scored."""
+    def _prioritize(self, args: VerbArgs) -> tuple[list[str], npt.NDArray[np.int64], NodeBatch]:
+        """:meth:`prioritize_scores` (the scores as int64, parallel to the names) and the batch of the known
+        nodes it scored."""
         names = self.candidate_names(args)
         pod = self.request_pod(args)
         state = self.framework.new_cycle()
-        batch, positions, _ = self._batch(names)
-        scores = [0] * len(names)
+        batch, positions, _ = self._call_batch(args, names)
         result = self._scores(state, pod, batch) if len(batch) else None
-        if result is not None:
-            known = result.extender_scores().tolist()
-            if len(known) == len(names):  # every node known: positions are 0..n-1
-                scores = known
-            else:
-                for pos, score in zip(positions, known, strict=True):
-                    scores[pos] = score
+        if result is None:
+            return names, np.zeros(len(names), dtype=np.int64), batch
+        known = result.extender_scores()
+        if len(known) == len(names):  # every node known: positions are 0..n-1
+            return names, known, batch
+        scores = np.zeros(len(names), dtype=np.int64)
+        scores[np.asarray(positions, dtype=np.int64)] = known
         return names, scores, batch
 
     # ------------------------------------------------------------------ preempt

@@ -56,7 +56,7 @@ async def _serve(request: Request, verb: str, handler: Handler) -> Response:
 
 
 async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    args = decode_extender_args(body)
+    args = decode_extender_args(body, state.extender.name_lists)
     result, preemption = state.extender.filter_and_preempt(args)
     if preemption is not None:
         state.extender.start_preemption(preemption)
@@ -64,7 +64,7 @@ async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
 
 
 async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
-    return state.extender.prioritize_answer(decode_extender_args(body))
+    return state.extender.prioritize_answer(decode_extender_args(body, state.extender.name_lists))
 
 
 async def _preempt(state: ServiceState, body: bytes, receive: Receive) -> Any:

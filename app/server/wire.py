@@ -12,6 +12,8 @@ from operator import getitem
 from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 import orjson
 from fastapi import Response
 from pydantic import BaseModel, ValidationError
@@ -69,7 +71,7 @@ class ExtenderCall:
         pod: the decoded pod, when already decoded.
     """
 
-    __slots__ = ("NodeNames", "Nodes", "_body", "_pod", "pod_json")
+    __slots__ = ("NodeNames", "Nodes", "_body", "_pod", "names_shared", "pod_json")
 
     def __init__(
         self,
@@ -78,12 +80,16 @@ class ExtenderCall:
         node_names: list[str] | None,
         nodes: NodeList | None = None,
         pod: dict[str, Any] | None = None,
+        names_shared: bool = False,
     ) -> None:
         self._body = body
         self.pod_json = pod_json
         self.NodeNames = node_names
         self.Nodes = nodes
         self._pod = pod
+        #: whether ``NodeNames`` is a list a :class:`NameLists` holds (shared by the calls that sent the same
+        #: bytes; never changed, so a result derived from it may be kept by the list's identity)
+        self.names_shared = names_shared
 
     @property
     def Pod(self) -> dict[str, Any]:  # the wire's Go field name, as on ExtenderArgs
@@ -105,9 +111,43 @@ class ExtenderCall:
 
 
 _EXTENDER_ARGS = msgspec.json.Decoder(RawExtenderArgs)
+_NODE_NAMES = msgspec.json.Decoder(list[str] | None)
 
 
-def decode_extender_args(body: bytes) -> ExtenderCall:
+class NameLists:
+    """The last few ``NodeNames`` lists :func:`decode_extender_args` decoded (or a verb kept), by their exact
+    JSON bytes, so an equal list is not decoded again: kube-scheduler's ``/prioritize`` sends the names its
+    ``/filter`` passed (the ``/filter`` keeps them with their bytes, :meth:`keep`), and consecutive pods of one
+    shape often get the same candidates. Finding a list is a few byte compares (``bytes ==`` checks the length
+    first, then memcmp), about 1 us for 1,000 names, against ~55 us to decode them and ~60 us more to hash
+    the fresh strings when their rows are looked up.
+
+    The lists handed out are shared by every call that sent the same bytes: no one may change them.
+
+    Args:
+        size: lists kept (the oldest is dropped).
+    """
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._lists: list[tuple[bytes, list[str]]] = []
+
+    def find(self, raw: bytes) -> list[str] | None:
+        """The kept list whose JSON is ``raw`` byte for byte, or None."""
+        for kept_raw, names in self._lists:
+            if kept_raw == raw:
+                return names
+        return None
+
+    def keep(self, raw: bytes, names: list[str]) -> None:
+        """Keep ``names`` (which ``raw`` decodes to; the caller no longer changes it) as the newest list."""
+        lists = self._lists
+        if len(lists) >= self._size:
+            del lists[0]
+        lists.append((raw, names))
+
+
+def decode_extender_args(body: bytes, lists: NameLists | None = None) -> ExtenderCall:
     """``body`` as ExtenderArgs, with the pod left undecoded (:class:`ExtenderCall`).
 
     The fast path decodes with msgspec (:class:`~app.api.extender.RawExtenderArgs`): a ``NodeNames``
@@ -120,6 +160,9 @@ def decode_extender_args(body: bytes) -> ExtenderCall:
     when :attr:`ExtenderCall.Pod` decodes them, with the same message. msgspec's nesting limit (Python's
     recursion limit) is below orjson's (1024), so no pod decodes here that the whole body would not.
 
+    ``NodeNames`` is found in ``lists`` by its JSON bytes when an equal list was decoded (or kept) there
+    before, and kept there when decoded; the call then carries the shared list (``names_shared``).
+
     Raises:
         BadRequest: as :func:`decode` for ``ExtenderArgs``.
     """
@@ -131,7 +174,21 @@ def decode_extender_args(body: bytes) -> ExtenderCall:
     if pod_json[:1] != b"{":
         pod_json = b""  # not an object, or msgspec did not take the body
     if raw is not None and pod_json and raw.Nodes == RAW_NULL:
-        return ExtenderCall(body, pod_json, raw.NodeNames)
+        if raw.NodeNames == RAW_NULL:
+            return ExtenderCall(body, pod_json, None)
+        names_json = bytes(raw.NodeNames)
+        names = lists.find(names_json) if lists is not None else None
+        if names is not None:
+            return ExtenderCall(body, pod_json, names, names_shared=True)
+        try:
+            names = _NODE_NAMES.decode(names_json)
+        except (msgspec.DecodeError, RecursionError):
+            names = None  # not a list of strings: decode() below answers its 400
+        else:
+            if names is None or lists is None:
+                return ExtenderCall(body, pod_json, names)
+            lists.keep(names_json, names)
+            return ExtenderCall(body, pod_json, names, names_shared=True)
     args = decode(body, ExtenderArgs)  # raises its 400, or takes what msgspec did not (deep nesting, a NodeList)
     return ExtenderCall(body, pod_json or None, args.NodeNames, args.Nodes, args.Pod)
 
@@ -171,6 +228,11 @@ class HostPriorityEncoder:
         #: the entries by node-table row, valid for the table generation ``_row_generation`` only
         self._by_row: dict[int, tuple[bytes, ...]] = {}
         self._row_generation: int | None = None
+        #: :meth:`encode_rows`' table: the entry of row ``r`` and score ``s`` at ``r * 11 + s`` (an object array),
+        #: ``_filled[r]`` when row ``r``'s are in; valid for the table generation ``_flat_generation`` only
+        self._flat: npt.NDArray[np.object_] = np.empty(0, dtype=object)
+        self._filled: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self._flat_generation: int | None = None
 
     def _entry(self, name: str) -> tuple[bytes, ...]:
         entries = self._entries
@@ -206,13 +268,64 @@ class HostPriorityEncoder:
             raise ValueError(f"{len(names)} names but {len(scores)} scores")
         if not names:
             return orjson.Fragment(b"[]")
+        return self._join(names, self.entries(names, rows, generation), scores)
+
+    def encode_rows(
+        self, names: Sequence[str], rows: npt.NDArray[np.int64], scores: npt.NDArray[np.int64], generation: int
+    ) -> orjson.Fragment:
+        """:meth:`encode` of ``names`` at node-table ``rows`` (int64, parallel; of exactly these names at table
+        generation ``generation``) with ``scores`` (int64, parallel): the entries are picked by one numpy
+        ``take`` from a table by row and score (``row * 11 + score``), no Python work per host, about a third
+        of :meth:`encode`'s cost for 1,000 hosts. The table is emptied whenever ``generation`` moves, so a row
+        freed and given to another name never answers with the old name's bytes; a row is filled from its
+        name on first use. A score outside 0..10 goes through :meth:`encode`.
+
+        Raises:
+            ValueError: ``names``, ``rows`` and ``scores`` differ in length.
+        """
+        n = len(names)
+        if not (n == len(rows) == len(scores)):
+            raise ValueError(f"{n} names but {len(rows)} rows and {len(scores)} scores")
+        if not n:
+            return orjson.Fragment(b"[]")
+        width = len(self.SCORES)
+        if int(scores.min()) < 0 or int(scores.max()) >= width:
+            return self.encode(names, scores.tolist(), rows.tolist(), generation)
+        if generation != self._flat_generation:
+            self._filled[:] = False
+            self._flat_generation = generation
+        top = int(rows.max()) + 1
+        if top > len(self._filled):
+            size = max(top, 2 * len(self._filled), 64)
+            flat = np.empty(size * width, dtype=object)
+            flat[: len(self._flat)] = self._flat
+            filled = np.zeros(size, dtype=bool)
+            filled[: len(self._filled)] = self._filled
+            self._flat, self._filled = flat, filled
+        empty = ~self._filled[rows]
+        if empty.any():
+            flat, entries = self._flat, self._entries
+            for pos in np.flatnonzero(empty).tolist():
+                name = names[pos]
+                row = int(rows[pos])
+                flat[row * width : (row + 1) * width] = entries.get(name) or self._entry(name)
+            self._filled[rows[empty]] = True
+        return orjson.Fragment(b"[" + b",".join(self._flat.take(rows * width + scores).tolist()) + b"]")
+
+    def entries(
+        self, names: Sequence[str], rows: Sequence[int] | None = None, generation: int | None = None
+    ) -> list[tuple[bytes, ...]]:
+        """Each name's pre-encoded entries (index: the score 0..10), parallel to ``names``: what :meth:`encode`
+        joins, found by row when ``rows`` and ``generation`` are given (as for :meth:`encode`).
+
+        Raises:
+            ValueError: ``names`` and ``rows`` differ in length.
+        """
         if rows is not None and generation is not None:
             if len(rows) != len(names):
                 raise ValueError(f"{len(names)} names but {len(rows)} rows")
-            entries = self._row_entries(names, rows, generation)
-        else:
-            entries = self._name_entries(names)
-        return self._join(names, entries, scores)
+            return self._row_entries(names, rows, generation)
+        return self._name_entries(names)
 
     def _name_entries(self, names: Sequence[str]) -> list[tuple[bytes, ...]]:
         entries = self._entries

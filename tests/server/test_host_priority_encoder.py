@@ -8,6 +8,7 @@ and scores (in and out of 0..10), through the name table's refills.
 
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -78,3 +79,33 @@ def test_encoder_by_row_forgets_rows_when_the_generation_moves() -> None:
     assert orjson.dumps(encoder.encode(["b", "c"], [4, 5], [1, 0], 8)) == dicts(["b", "c"], [4, 5])
     with pytest.raises(ValueError, match="2 names but 1 rows"):
         encoder.encode(["a", "b"], [1, 2], [0], 8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    pool=st.lists(st.text(max_size=8), min_size=1, max_size=12, unique=True),
+    max_names=st.integers(1, 8),
+    rounds=st.integers(1, 6),
+)
+def test_encode_rows_bytes_equal_orjson_of_dicts_as_rows_change_hands(
+    data: st.DataObject, pool: list[str], max_names: int, rounds: int
+) -> None:
+    """``encode_rows`` picks entries by row and score from a table it refills per generation: a row given to
+    another name in a later generation answers with that name's bytes, never the old one's."""
+    encoder = HostPriorityEncoder(max_names=max_names)
+    generation = 0
+    rows_of: dict[str, int] = {}
+    for i in range(rounds):
+        if i == 0 or data.draw(st.booleans()):
+            generation += 1  # the name <-> row mapping moved: rows may now belong to other names
+            # one name per row within a generation (as the node table keeps them), rows sparse
+            rows_of = dict(zip(pool, data.draw(st.permutations(range(0, 3 * len(pool), 3))), strict=True))
+        ns = data.draw(st.lists(st.sampled_from(pool), max_size=15))
+        rows = np.array([rows_of[n] for n in ns], dtype=np.int64)
+        high = data.draw(st.sampled_from([10, 10, 120]))  # mostly the pre-encoded 0..10
+        scores = data.draw(st.lists(st.integers(-2 if high > 10 else 0, high), min_size=len(ns), max_size=len(ns)))
+        got = encoder.encode_rows(ns, rows, np.array(scores, dtype=np.int64), generation)
+        assert orjson.dumps(got) == dicts(ns, scores)
+        with pytest.raises(ValueError):
+            encoder.encode_rows(ns, rows, np.zeros(len(ns) + 1, dtype=np.int64), generation)

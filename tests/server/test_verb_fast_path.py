@@ -31,7 +31,7 @@ def stub_state(rec: Recorder) -> Any:
     def prioritize_answer(args: Any) -> list[dict[str, Any]]:
         return [{"Host": n, "Score": 7} for n in args.NodeNames]
 
-    return SimpleNamespace(metrics=rec, extender=SimpleNamespace(prioritize_answer=prioritize_answer))
+    return SimpleNamespace(metrics=rec, extender=SimpleNamespace(prioritize_answer=prioritize_answer, name_lists=None))
 
 
 async def call(
