@@ -6,6 +6,7 @@ scores must equal a plain computation (no memo at all) through any sequence of p
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -211,3 +212,95 @@ def _sigmoid_with_clip(delta: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
 def test_sigmoid_score_equals_the_clipped_formula(values: list[float]) -> None:
     delta = np.array(values, dtype=np.float64)
     assert np.array_equal(sigmoid_score(delta), _sigmoid_with_clip(delta))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pods=_pods, mapping=st.sampled_from(["Rank", "SigmoidRank"]))
+def test_memoised_gpu_choice_equals_computing_it(pods: list[tuple[int, str, str, int]], mapping: str) -> None:
+    """Reserve's GPU choice, memoised per node state, equals :meth:`_choose_computed` at every step
+    (identical nodes: most choices come from another node's or an earlier pod's state)."""
+    objs: list[dict[str, Any]] = []
+    names = []
+    for i in range(12):
+        name = f"n{i}"
+        gpus = (2, 4)[i % 2]
+        objs += [node(name, gpus, model=("T4", "V100")[i // 6], cpu=("8", "16")[(i // 2) % 3 % 2], memory="64Gi")]
+        objs.append(device(name, gpus))
+        names.append(name)
+    args = {
+        "scoringStrategy": {"type": "FragmentationAware"},
+        "fragmentationAware": {"scoreMapping": mapping, "workload": WORKLOAD},
+    }
+    cache, plugin = setup(objs, args)
+    rows, _ = cache.table.rows_of(names)
+    batch = NodeBatch(rows, names)
+    reserved = 0
+    for step, (kind, cpu, mem, pick) in enumerate(pods * 2):
+        if not REQUESTS[kind]:
+            continue
+        info = parse_pod(pod(f"p{step}", {**REQUESTS[kind], "cpu": cpu, "memory": mem}))
+        state = CycleState(time.time())
+        plugin.pre_filter(state, info)
+        req = plugin._request(state, info)
+        assert req is not None
+        fgd_share = req.count == 1 and 0 < req.milli() < 1000
+        for target in names:  # every node, before and after being assumed: the key covers both
+            row = int(rows[names.index(target)])
+            for p in (info, replace(info, node_name=target)):
+                free_cpu, free_mem = plugin._free_cpu_memory(np.array([row]))
+                extra = (p.requests.get("cpu", 0), p.requests.get("memory", 0)) if p.node_name == target else (0, 0)
+                want = plugin._choose_computed(
+                    p, req, target, row, fgd_share, int(free_cpu[0]) + extra[0], int(free_mem[0]) + extra[1]
+                )
+                assert plugin._choose(p, req, target, row) == want, (step, target)
+        failures = plugin.filter_nodes(state, info, batch)
+        ok = [i for i in range(len(names)) if i not in failures]
+        if not ok:
+            continue
+        target = names[ok[min(pick, len(ok) - 1)]]
+        assert plugin.reserve(state, cache.assume(info, target), target).is_success()
+        reserved += 1
+    if reserved:
+        assert len(plugin._choices) < reserved * len(names) * 2  # choices were shared
+
+
+def _fgd(workload: list[dict[str, Any]], objs: list[dict[str, Any]]) -> tuple[Any, Any]:
+    args = {
+        "scoringStrategy": {"type": "FragmentationAware"},
+        "fragmentationAware": {"scoreMapping": "Rank", "workload": workload},
+    }
+    return setup(objs, args)
+
+
+def test_gpu_choice_is_not_shared_between_gpu_models() -> None:
+    """Equal GPU rows (GPU 0 idle, GPU 1 half used) on a T4 and a V100 node, a workload of whole T4
+    GPUs: on the T4 node a 30 % share keeps the idle card whole (GPU 1), on the V100 node every slot
+    grows the same and the lowest minor wins (GPU 0)."""
+    objs = [node("t", 2, model="T4"), device("t", 2), node("v", 2, model="V100"), device("v", 2)]
+    cache, plugin = _fgd([{"cpu": "1", "memory": "1Gi", "gpuMilli": 1000, "gpuModel": "T4", "weight": 1}], objs)
+    half = parse_pod(pod("half", {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}))
+    half_req = plugin._request(CycleState(0.0), half)
+    plugin.devices.flush()
+    for name in ("t", "v"):
+        row = cache.table.rows_of([name])[0][0]
+        allocs = plugin._gpu_allocations(plugin.devices.nodes[name], half_req, int(row), [1])
+        plugin.devices.account(f"half-{name}", f"default/half-{name}", name, allocs, {})
+    share = parse_pod(pod("s", {"koordinator.sh/gpu-core": "30", "koordinator.sh/gpu-memory-ratio": "30"}))
+    req = plugin._request(CycleState(0.0), share)
+    plugin.devices.flush()
+    got = {name: plugin._choose(share, req, name, int(cache.table.rows_of([name])[0][0])) for name in ("t", "v")}
+    assert got == {"t": [1], "v": [0]}
+
+
+def test_gpu_choice_is_not_shared_between_rows_of_equal_milli() -> None:
+    """16 GiB and 8 GiB GPUs have the same free milli; a pod asking 12 GiB per GPU fits only the
+    first: the second node's choice must not be read from the first's."""
+    objs = [node("big", 2), device("big", 2, memory="16Gi"), node("small", 2), device("small", 2, memory="8Gi")]
+    cache, plugin = _fgd(WORKLOAD, objs)
+    info = parse_pod(pod("m", {"koordinator.sh/gpu-memory": "12Gi"}))
+    req = plugin._request(CycleState(0.0), info)
+    rows = cache.table.rows_of(["big", "small"])[0]
+    table = plugin.devices.flush()
+    assert np.array_equal(table.milli[rows[0]], table.milli[rows[1]])
+    assert plugin._choose(info, req, "big", int(rows[0])) == [0]
+    assert plugin._choose(info, req, "small", int(rows[1])) is None
