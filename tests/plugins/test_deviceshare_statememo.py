@@ -304,3 +304,18 @@ def test_gpu_choice_is_not_shared_between_rows_of_equal_milli() -> None:
     assert np.array_equal(table.milli[rows[0]], table.milli[rows[1]])
     assert plugin._choose(info, req, "big", int(rows[0])) == [0]
     assert plugin._choose(info, req, "small", int(rows[1])) is None
+
+
+def test_states_of_different_spaces_are_not_shared() -> None:
+    memo, compute = DeltaMemo(), _Counting()
+    table, workload = object(), object()
+
+    def states(pos: I64) -> list[Any]:
+        return ["same"] * len(pos)
+
+    args = (_i64(0), _i64(1), _i64(0), _i64(0))
+    memo.values(table, workload, "k1", *args, compute, states=states, space="a")
+    memo.values(table, workload, "k2", *args, compute, states=states, space="a")
+    assert len(compute.calls) == 1
+    memo.values(table, workload, "k3", *args, compute, states=states, space="b")
+    assert len(compute.calls) == 2

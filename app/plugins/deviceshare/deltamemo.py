@@ -21,7 +21,7 @@ the same reduced shape) are not computed again; at most :data:`MAX_STATES` are k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -65,7 +65,8 @@ class DeltaMemo:
         self.max_shapes = max_shapes
         self._owner: tuple[object, object] | None = None
         self._entries: dict[Hashable, _Entry] = {}
-        self._states: dict[Hashable, float] = {}
+        self._states: dict[Hashable, dict[Hashable, float]] = {}  # space -> state key -> value
+        self._state_count = 0
         #: rows computed (missed) and reused (hit) so far, for tests and profiles; ``shared``: missed
         #: rows whose value came from an equal node state (counted in ``computed`` too).
         self.computed = 0
@@ -83,20 +84,23 @@ class DeltaMemo:
         mem: I64,
         compute: Callable[[I64], F64],
         size: int = 0,
-        states: Callable[[I64], list[Hashable]] | None = None,
+        states: Callable[[I64], Sequence[Hashable]] | None = None,
+        space: Hashable = None,
     ) -> F64:
         """(N,) growth at table ``rows`` (N,) with their ``stamps``, free ``cpu`` (milli) and ``mem``
         (bytes), all (N,) int64; ``compute(positions)`` gives the values of the positions (into ``rows``) not
         memoised, which are then kept. ``table`` and ``workload`` are compared by identity: another
         object empties the memo. ``size``: a bound above every row (the table's capacity) when the
         caller knows one. ``states(positions)``: optional, one hashable key per position (into ``rows``)
-        that determines its value completely, whatever the row (see the module docstring); positions
-        with equal keys, or a key computed before, share one value. Returns a new array."""
+        that determines its value completely, whatever the row (see the module docstring), within the
+        key ``space`` (e.g. the pod's reduced shape); positions with equal keys, or a key computed
+        before in the same space, share one value. Returns a new array."""
         owner = (table, workload)
         if self._owner is None or self._owner[0] is not table or self._owner[1] is not workload:
             self._owner = owner
             self._entries.clear()
             self._states.clear()
+            self._state_count = 0
         entry = self._entries.pop(key, None)  # re-inserted below: the most recently used is last
         if entry is None:
             if len(self._entries) >= self.max_shapes:
@@ -113,7 +117,7 @@ class DeltaMemo:
         miss = np.flatnonzero(~ok)
         self.reused += len(rows) - len(miss)
         if len(miss):
-            fresh = compute(miss) if states is None else self._by_state(miss, compute, states(miss))
+            fresh = compute(miss) if states is None else self._by_state(miss, compute, space, states(miss))
             out[miss] = fresh
             at = rows[miss]
             entry.value[at] = fresh
@@ -123,10 +127,12 @@ class DeltaMemo:
             self.computed += len(miss)
         return out
 
-    def _by_state(self, miss: I64, compute: Callable[[I64], F64], keys: list[Hashable]) -> F64:
+    def _by_state(self, miss: I64, compute: Callable[[I64], F64], space: Hashable, keys: Sequence[Hashable]) -> F64:
         """(len(miss),) values of the missed positions ``miss``, whose state ``keys`` are given: known
         states are read, each new distinct state is computed once (at its first position)."""
-        known = self._states
+        known = self._states.get(space)
+        if known is None:
+            known = self._states[space] = {}
         fresh: F64 = np.empty(len(miss), dtype=np.float64)
         first: dict[Hashable, int] = {}  # new state -> index into todo
         todo: list[int] = []
@@ -147,7 +153,10 @@ class DeltaMemo:
         if todo:
             got = compute(miss[np.array(todo, dtype=np.int64)])
             fresh[late] = got[where]
-            if len(known) + len(todo) > MAX_STATES:
-                known.clear()
+            if self._state_count + len(todo) > MAX_STATES:
+                self._states.clear()
+                self._state_count = 0
+                known = self._states[space] = {}
+            self._state_count += len(todo)
             known.update(zip(first, got.tolist(), strict=True))
         return fresh

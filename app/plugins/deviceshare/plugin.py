@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -578,11 +578,20 @@ class DeviceShare(
         if nodes.removed is not None and any(nodes.removed):
             return compute(np.arange(len(rows), dtype=np.int64), nodes.removed)
         key = ("gpu", cpu, mem, req.count, req.core, req.ratio, req.memory)
-        states = self._node_states(
-            ("gpu", req.count, req.core, req.ratio, req.memory), workload, table, nodes, free_cpu, free_mem, cpu, mem
-        )
+        states_space = ("gpu", req.count, req.core, req.ratio, req.memory)
+        states = self._node_states(workload, table, nodes, free_cpu, free_mem, cpu, mem)
         return self._deltas.values(
-            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity, states
+            table,
+            workload,
+            key,
+            rows,
+            table.version.take(rows),
+            free_cpu,
+            free_mem,
+            compute,
+            table.capacity,
+            states,
+            states_space,
         )
 
     def _placement_delta(
@@ -630,16 +639,24 @@ class DeviceShare(
             return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
 
         key = ("none", shape.cpu_milli, shape.memory_bytes)
-        states = self._node_states(
-            ("none",), workload, table, nodes, free_cpu, free_mem, shape.cpu_milli, shape.memory_bytes
-        )
+        states_space = ("none",)
+        states = self._node_states(workload, table, nodes, free_cpu, free_mem, shape.cpu_milli, shape.memory_bytes)
         return self._deltas.values(
-            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity, states
+            table,
+            workload,
+            key,
+            rows,
+            table.version.take(rows),
+            free_cpu,
+            free_mem,
+            compute,
+            table.capacity,
+            states,
+            states_space,
         )
 
     def _node_states(
         self,
-        kind: tuple[Any, ...],
         workload: Workload,
         table: GPUTable,
         nodes: NodeBatch,
@@ -647,23 +664,26 @@ class DeviceShare(
         free_mem: npt.NDArray[np.int64],
         cpu: int,
         mem: int,
-    ) -> Callable[[npt.NDArray[np.int64]], list[Hashable]]:
-        """The :class:`DeltaMemo` ``states`` callback of a pod of reduced shape ``kind`` (the memo key
-        without the pod's cpu and memory) asking ``cpu`` milli-cores and ``mem`` bytes, over ``nodes``
-        whose free cpu (milli-cores) and memory (bytes) are ``free_cpu`` and ``free_mem`` (N,).
+    ) -> Callable[[npt.NDArray[np.int64]], Sequence[Hashable]]:
+        """The :class:`DeltaMemo` ``states`` callback of a pod (of one reduced shape: the memo key
+        without the pod's cpu and memory, which the caller passes as ``space``) asking ``cpu``
+        milli-cores and ``mem`` bytes, over ``nodes`` whose free cpu (milli-cores) and memory (bytes)
+        are ``free_cpu`` and ``free_mem`` (N,).
 
         A node's growth reads, besides the pod's GPU request and the workload: its GPU row's free
         milli, free core / ratio / memory and ``live`` flags (the fit test), its GPU model (access),
         and its free cpu and memory only through the workload's (cpu, memory) class before and after
-        the pod (:meth:`Workload.class_codes`); the key holds exactly these, so nodes of one state
-        share one value. Valid only without victims (the callers' memoised path)."""
-        rows, names, models = nodes.rows, nodes.names, self.devices.models
+        the pod (:meth:`Workload.class_codes`); the key (the row's bytes) holds exactly these, the
+        model as the plugin's model index (append-only), so nodes of one state share one value.
+        Valid only without victims (the callers' memoised path)."""
+        rows, names = nodes.rows, nodes.names
 
-        def states(pos: npt.NDArray[np.int64]) -> list[Hashable]:
+        def states(pos: npt.NDArray[np.int64]) -> list[bytes]:
             at = rows[pos]
             node_cpu, node_mem = free_cpu[pos], free_mem[pos]
             before = workload.class_codes(node_cpu, node_mem)
             after = workload.class_codes(node_cpu - cpu, node_mem - mem)
+            self._model_names_now(table, at, [names[i] for i in pos.tolist()])
             blob = np.concatenate(
                 [
                     table.milli.take(at, axis=0),
@@ -671,12 +691,15 @@ class DeviceShare(
                     table.ratio_free.take(at, axis=0),
                     table.mem_free.take(at, axis=0),
                     table.live.take(at, axis=0),
+                    self._row_model.take(at)[:, None],
                     before[:, None],
                     after[:, None],
                 ],
                 axis=1,
             )
-            return [(kind, models.get(names[i], ""), bytes(b)) for i, b in zip(pos.tolist(), blob, strict=True)]
+            # one bytes object per row (a void view's tolist: no Python loop over rows)
+            keys: list[bytes] = blob.view(np.dtype((np.void, blob.shape[1] * 8))).ravel().tolist()  # type: ignore[assignment]
+            return keys
 
         return states
 
