@@ -319,3 +319,43 @@ def test_states_of_different_spaces_are_not_shared() -> None:
     assert len(compute.calls) == 1
     memo.values(table, workload, "k3", *args, compute, states=states, space="b")
     assert len(compute.calls) == 2
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pods=_pods, release=st.integers(2, 5))
+def test_memoised_fit_counts_equal_the_plain_fit_test(pods: list[tuple[int, str, str, int]], release: int) -> None:
+    """Filter's per-request, per-row GPU fit count (memoised while the row's stamp holds) gives the
+    failures the plain :meth:`_fits` count gives, through reserves and unreserves."""
+    objs: list[dict[str, Any]] = []
+    names = []
+    for i in range(10):
+        name = f"n{i}"
+        gpus = (1, 2, 4)[i % 3]
+        objs += [node(name, gpus), device(name, gpus, memory=("16Gi", "8Gi")[i % 2])]
+        names.append(name)
+    objs += [node("empty", 0), device("empty", 0)]
+    names.append("empty")
+    cache, plugin = _fgd(WORKLOAD, objs)
+    rows, _ = cache.table.rows_of(names)
+    batch = NodeBatch(rows, names)
+    requests = [*REQUESTS[:-1], {"koordinator.sh/gpu-memory": "12Gi"}]
+    for step, (kind, cpu, mem, pick) in enumerate(pods):
+        info = parse_pod(pod(f"p{step}", {**requests[kind % len(requests)], "cpu": cpu, "memory": mem}))
+        state = CycleState(time.time())
+        plugin.pre_filter(state, info)
+        req = plugin._request(state, info)
+        assert req is not None
+        failures = plugin.filter_nodes(state, info, batch)
+        table = plugin.devices.flush()
+        count = plugin._fits(req, rows, None).sum(axis=1)
+        has, gpus = table.has_device[rows], table.gpu_count[rows]
+        want = {i for i in range(len(names)) if has[i] and (gpus[i] == 0 or count[i] < req.count)}
+        assert set(failures) == want, step
+        ok = [i for i in range(len(names)) if i not in failures]
+        if not ok:
+            continue
+        target = names[ok[pick % len(ok)]]
+        assumed = cache.assume(info, target)
+        assert plugin.reserve(state, assumed, target).is_success()
+        if step % release == 0:
+            plugin.unreserve(state, assumed, target)
