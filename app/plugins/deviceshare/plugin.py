@@ -224,7 +224,6 @@ class DeviceShare(
         # workload, and per-row GPU model index (models change only with a row rewrite)
         self._memo = RowMemo()
         self._deltas = DeltaMemo()  # per pod shape, each row's growth (rows whose inputs held reuse it)
-        self._fit_counts = DeltaMemo()  # per GPU request, each row's count of GPUs that fit (Filter)
         self._model_index: dict[str, int] = {}
         self._model_names: list[str] = []
         self._row_model = np.zeros(0, dtype=np.int64)
@@ -440,30 +439,12 @@ class DeviceShare(
             out[pos] = ok[order[: req.count]].tolist()
         return out
 
-    def _fit_count(self, req: GPURequest, rows: npt.NDArray[np.int64], removed: list[list[PodInfo]] | None) -> Any:
-        """(len(rows),) GPUs whose free covers the per-GPU request (:meth:`_fits` summed per row).
-
-        Without victims the count is memoised per (core, ratio, memory) request and table row, valid
-        while the row's ``GPUTable.version`` stamp holds (it reads the row's ``live`` flags and free
-        core, ratio and memory only)."""
-        if removed is not None and any(removed):
-            return self._fits(req, rows, removed).sum(axis=1)
-        table = self.devices.flush()
-
-        def compute(pos: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-            out: npt.NDArray[np.float64] = self._fits(req, rows[pos], None).sum(axis=1).astype(np.float64)
-            return out
-
-        zero = np.zeros(len(rows), dtype=np.int64)
-        key = (req.core, req.ratio, req.memory)
-        stamps = table.version.take(rows)
-        return self._fit_counts.values(table, None, key, rows, stamps, zero, zero, compute, table.capacity)
-
     def _filter_gpus(self, state: CycleState, pod: PodInfo, req: GPURequest, nodes: NodeBatch) -> FilterFailures:
         rows = nodes.rows
-        count = self._fit_count(req, rows, self._removed_with_reservations(state, pod, nodes))
+        fits = self._fits(req, rows, self._removed_with_reservations(state, pod, nodes))
         table = self.devices.table
         has = table.has_device[rows]
+        count = fits.sum(axis=1)
         failures: FilterFailures = {}
         no_gpu = has & (table.gpu_count[rows] == 0)
         short = has & ~no_gpu & (count < req.count)
