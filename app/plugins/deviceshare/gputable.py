@@ -136,6 +136,10 @@ class GPUTable:
             for t, f in zip(totals, frees, strict=True)
         ]
 
+    def int_fields(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """Every (capacity, G) int64 array of the table (minor, totals, frees, milli), in a fixed order."""
+        return tuple(getattr(self, f) for f in _INT_FIELDS)
+
     def free_milli(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """(len(rows), G) free GPU milli per slot for the fragmentation model: ``10*min(core, ratio)`` of
         healthy GPUs (a GPU without one of the two uses the other), -1 where no healthy GPU is.

@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -128,6 +128,8 @@ _UNRESOLVABLE_GPU = Status.unresolvable(ERR_INSUFFICIENT_GPU)
 _INSUFFICIENT_GPU = Status.unschedulable(ERR_INSUFFICIENT_GPU)
 #: Score step between consecutive ranks of FragmentationAware's Rank mapping (extender buckets are 10 wide).
 RANK_STEP = 10
+#: Node states whose GPU choice :meth:`DeviceShare._choose` keeps; past it the memo starts over.
+_MAX_CHOICES = 100_000
 #: Times a deferred annotation write is retried.
 _MAX_WRITE_ATTEMPTS = 3
 
@@ -226,6 +228,9 @@ class DeviceShare(
         self._model_names: list[str] = []
         self._row_model = np.zeros(0, dtype=np.int64)
         self._row_model_stamp = np.zeros(0, dtype=np.int64)
+        # Reserve's GPU choice per node state (:meth:`_choice_key`), for this table and workload object
+        self._choices: dict[Hashable, tuple[int, ...] | None] = {}
+        self._choices_owner: tuple[object, object] = (None, None)
 
     # ------------------------------------------------------------------ events
     def _pod_seen(self, pod: PodInfo) -> None:
@@ -573,8 +578,20 @@ class DeviceShare(
         if nodes.removed is not None and any(nodes.removed):
             return compute(np.arange(len(rows), dtype=np.int64), nodes.removed)
         key = ("gpu", cpu, mem, req.count, req.core, req.ratio, req.memory)
+        states_space = ("gpu", req.count, req.core, req.ratio, req.memory)
+        states = self._node_states(workload, table, nodes, free_cpu, free_mem, cpu, mem)
         return self._deltas.values(
-            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+            table,
+            workload,
+            key,
+            rows,
+            table.version.take(rows),
+            free_cpu,
+            free_mem,
+            compute,
+            table.capacity,
+            states,
+            states_space,
         )
 
     def _placement_delta(
@@ -622,9 +639,69 @@ class DeviceShare(
             return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
 
         key = ("none", shape.cpu_milli, shape.memory_bytes)
+        states_space = ("none",)
+        states = self._node_states(workload, table, nodes, free_cpu, free_mem, shape.cpu_milli, shape.memory_bytes)
         return self._deltas.values(
-            table, workload, key, rows, table.version.take(rows), free_cpu, free_mem, compute, table.capacity
+            table,
+            workload,
+            key,
+            rows,
+            table.version.take(rows),
+            free_cpu,
+            free_mem,
+            compute,
+            table.capacity,
+            states,
+            states_space,
         )
+
+    def _node_states(
+        self,
+        workload: Workload,
+        table: GPUTable,
+        nodes: NodeBatch,
+        free_cpu: npt.NDArray[np.int64],
+        free_mem: npt.NDArray[np.int64],
+        cpu: int,
+        mem: int,
+    ) -> Callable[[npt.NDArray[np.int64]], Sequence[Hashable]]:
+        """The :class:`DeltaMemo` ``states`` callback of a pod (of one reduced shape: the memo key
+        without the pod's cpu and memory, which the caller passes as ``space``) asking ``cpu``
+        milli-cores and ``mem`` bytes, over ``nodes`` whose free cpu (milli-cores) and memory (bytes)
+        are ``free_cpu`` and ``free_mem`` (N,).
+
+        A node's growth reads, besides the pod's GPU request and the workload: its GPU row's free
+        milli, free core / ratio / memory and ``live`` flags (the fit test), its GPU model (access),
+        and its free cpu and memory only through the workload's (cpu, memory) class before and after
+        the pod (:meth:`Workload.class_codes`); the key (the row's bytes) holds exactly these, the
+        model as the plugin's model index (append-only), so nodes of one state share one value.
+        Valid only without victims (the callers' memoised path)."""
+        rows, names = nodes.rows, nodes.names
+
+        def states(pos: npt.NDArray[np.int64]) -> list[bytes]:
+            at = rows[pos]
+            node_cpu, node_mem = free_cpu[pos], free_mem[pos]
+            before = workload.class_codes(node_cpu, node_mem)
+            after = workload.class_codes(node_cpu - cpu, node_mem - mem)
+            self._model_names_now(table, at, [names[i] for i in pos.tolist()])
+            blob = np.concatenate(
+                [
+                    table.milli.take(at, axis=0),
+                    table.core_free.take(at, axis=0),
+                    table.ratio_free.take(at, axis=0),
+                    table.mem_free.take(at, axis=0),
+                    table.live.take(at, axis=0),
+                    self._row_model.take(at)[:, None],
+                    before[:, None],
+                    after[:, None],
+                ],
+                axis=1,
+            )
+            # one bytes object per row (a void view's tolist: no Python loop over rows)
+            keys: list[bytes] = blob.view(np.dtype((np.void, blob.shape[1] * 8))).ravel().tolist()  # type: ignore[assignment]
+            return keys
+
+        return states
 
     def _free_cpu_memory(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(N,) free cpu (milli-cores) and (N,) free memory (bytes) of the nodes at table ``rows``:
@@ -699,7 +776,69 @@ class DeviceShare(
         """Slots (indices into the row) to allocate, or None when the pod does not fit. With ``reserved``
         (reservations the pod owns on the node) their GPUs count as free, and they are taken first when
         enough of them fit. ``allowed``: only these minors (a GPU hint's selector); ``victims``: uids of
-        pods whose GPUs count as free (preemption dry runs)."""
+        pods whose GPUs count as free (preemption dry runs).
+
+        Without those three, the choice is memoised by node state (:meth:`_choice_key`): many nodes
+        and pods share one, and the choice is a function of it alone."""
+        fgd_share = self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000
+        free_cpu = free_mem = 0
+        if fgd_share:
+            node_cpu, node_mem = self._free_cpu_memory(np.array([row], dtype=np.int64))
+            free_cpu, free_mem = int(node_cpu[0]), int(node_mem[0])
+            if pod.node_name == node:  # assumed before Reserve: its own requests are counted already
+                free_cpu += pod.requests.get("cpu", 0)
+                free_mem += pod.requests.get("memory", 0)
+        if reserved or allowed is not None or victims:
+            return self._choose_computed(pod, req, node, row, fgd_share, free_cpu, free_mem, reserved, allowed, victims)
+        key = self._choice_key(pod, req, node, row, fgd_share, free_cpu, free_mem)
+        if key in self._choices:
+            hit = self._choices[key]
+            return None if hit is None else list(hit)
+        slots = self._choose_computed(pod, req, node, row, fgd_share, free_cpu, free_mem)
+        if len(self._choices) >= _MAX_CHOICES:
+            self._choices.clear()
+        self._choices[key] = None if slots is None else tuple(slots)
+        return slots
+
+    def _choice_key(
+        self, pod: PodInfo, req: GPURequest, node: str, row: int, fgd_share: bool, free_cpu: int, free_mem: int
+    ) -> Hashable:
+        """What :meth:`_choose_computed` reads without reservations, hints or victims: the request, the
+        GPU row's contents (minors, totals, frees, milli, live flags) and, for a FragmentationAware
+        share, the node's GPU model and the workload's (cpu, memory) class of the node before and after
+        the pod (``free_cpu`` milli-cores, ``free_mem`` bytes). The memo is emptied when the table or
+        the workload object changes."""
+        table = self.devices.table
+        workload = (self.workload() or _NO_WORKLOAD) if self.args.strategy == FRAGMENTATION_AWARE else None
+        if self._choices_owner[0] is not table or self._choices_owner[1] is not workload:
+            self._choices.clear()
+            self._choices_owner = (table, workload)
+        blob = np.concatenate([field[row] for field in (*table.int_fields(), table.live)])
+        base = (req.count, tuple(sorted(req.per_gpu.items())), bytes(blob))
+        if not fgd_share:
+            return base
+        assert workload is not None
+        codes = workload.class_codes(
+            np.array([free_cpu, free_cpu - pod.requests.get("cpu", 0)], dtype=np.int64),
+            np.array([free_mem, free_mem - pod.requests.get("memory", 0)], dtype=np.int64),
+        ).tolist()
+        return (*base, self.devices.models.get(node, ""), codes[0], codes[1])
+
+    def _choose_computed(
+        self,
+        pod: PodInfo,
+        req: GPURequest,
+        node: str,
+        row: int,
+        fgd_share: bool,
+        free_cpu: int,
+        free_mem: int,
+        reserved: list[ReservedGPUs] | None = None,
+        allowed: set[int] | None = None,
+        victims: list[str] | None = None,
+    ) -> list[int] | None:
+        """:meth:`_choose` computed; ``fgd_share``: a FragmentationAware share of one GPU, whose node has
+        ``free_cpu`` milli-cores and ``free_mem`` bytes free without the pod."""
         rows = np.array([row], dtype=np.int64)
         uids = [r.uid for r in reserved or []] + list(victims or [])
         removed = [[replace(pod, uid=u) for u in uids]] if uids else None
@@ -714,14 +853,9 @@ class DeviceShare(
             in_reservation = fits & np.isin(table.minor[row], list(held))
             if int(in_reservation.sum()) >= req.count:
                 fits = in_reservation
-        if self.args.strategy == FRAGMENTATION_AWARE and req.count == 1 and 0 < req.milli() < 1000:
+        if fgd_share:
             workload = self.workload() or _NO_WORKLOAD
             shape = PodShape(pod.requests.get("cpu", 0), pod.requests.get("memory", 0), req.milli())
-            node_cpu, node_mem = self._free_cpu_memory(rows)
-            free_cpu, free_mem = int(node_cpu[0]), int(node_mem[0])
-            if pod.node_name == node:  # assumed before Reserve: its own requests are counted already
-                free_cpu += pod.requests.get("cpu", 0)
-                free_mem += pod.requests.get("memory", 0)
             model = self.devices.models.get(node, "")
             free = table.free_milli(rows)[0]
             terms = None
