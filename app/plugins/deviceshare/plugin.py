@@ -578,21 +578,8 @@ class DeviceShare(
         if nodes.removed is not None and any(nodes.removed):
             return compute(np.arange(len(rows), dtype=np.int64), nodes.removed)
         key = ("gpu", cpu, mem, req.count, req.core, req.ratio, req.memory)
-        states_space = ("gpu", req.count, req.core, req.ratio, req.memory)
-        states = self._node_states(workload, table, nodes, free_cpu, free_mem, cpu, mem)
-        return self._deltas.values(
-            table,
-            workload,
-            key,
-            rows,
-            table.version.take(rows),
-            free_cpu,
-            free_mem,
-            compute,
-            table.capacity,
-            states,
-            states_space,
-        )
+        space = ("gpu", req.count, req.core, req.ratio, req.memory)
+        return self._memo_deltas(workload, table, nodes, free_cpu, free_mem, cpu, mem, key, space, compute)
 
     def _placement_delta(
         self,
@@ -639,8 +626,28 @@ class DeviceShare(
             return no_gpu_growth(workload, shape, free_cpu[pos], free_mem[pos], free, (), access, terms)
 
         key = ("none", shape.cpu_milli, shape.memory_bytes)
-        states_space = ("none",)
-        states = self._node_states(workload, table, nodes, free_cpu, free_mem, shape.cpu_milli, shape.memory_bytes)
+        cpu, mem = shape.cpu_milli, shape.memory_bytes
+        return self._memo_deltas(workload, table, nodes, free_cpu, free_mem, cpu, mem, key, ("none",), compute)
+
+    def _memo_deltas(
+        self,
+        workload: Workload,
+        table: GPUTable,
+        nodes: NodeBatch,
+        free_cpu: npt.NDArray[np.int64],
+        free_mem: npt.NDArray[np.int64],
+        cpu: int,
+        mem: int,
+        key: Hashable,
+        space: Hashable,
+        compute: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.float64]],
+    ) -> npt.NDArray[np.float64]:
+        """(N,) fragmentation growth of a pod asking ``cpu`` milli-cores and ``mem`` bytes over ``nodes`` (free
+        cpu milli-cores and memory bytes parallel), from :attr:`_deltas` under the pod's memo ``key``, rows that
+        miss it sharing the value of an equal node state under ``space`` (:meth:`_node_states`), the rest by
+        ``compute`` (positions into ``nodes`` -> values)."""
+        rows = nodes.rows
+        states = self._node_states(workload, table, nodes, free_cpu, free_mem, cpu, mem)
         return self._deltas.values(
             table,
             workload,
@@ -652,7 +659,7 @@ class DeviceShare(
             compute,
             table.capacity,
             states,
-            states_space,
+            space,
         )
 
     def _node_states(
