@@ -225,7 +225,9 @@ class ClusterCache:
             return
         new = parse_pod(obj)
         new.uid = uid
-        self.pod_objects[uid] = obj  # encoded before anything changes: an unencodable object is refused whole
+        # encoded before anything changes: an unencodable object is refused whole. A pending pod's version is
+        # held as plain JSON (not compressed with the young ones): its binding replaces it soon
+        self.pod_objects.put(uid, obj, held=not new.node_name)
         assumed = self.assumed.get(uid)
         if assumed is not None:
             if new.node_name:

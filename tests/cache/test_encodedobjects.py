@@ -175,3 +175,73 @@ def test_a_zero_budget_compresses_every_write_and_the_default_is_bounded() -> No
     assert (store.encoded("p") or b"").startswith(ZSTD_MAGIC)
     assert store.encoded("missing") is None
     assert 0 < YOUNG_BYTES <= 4 * 1024 * 1024  # plain JSON held at most: a few MB of RSS
+
+
+# ---------------------------------------------------------------- held versions (a pending pod's, replaced soon)
+def _plain(store: EncodedObjects, key: str) -> bool:
+    return (store.encoded(key) or b"").startswith(b"{")
+
+
+def test_held_versions_outlast_the_young_budget_until_their_own_budget() -> None:
+    one = len(encode_object(pod("h0")))
+    store = EncodedObjects(young_bytes=2 * one, held_bytes=3 * one)
+    store.put("h0", pod("h0"), held=True)
+    store.put("h1", pod("h1"), held=True)
+    store["y0"] = pod("y0")
+    store["y1"] = pod("y1")  # the young budget is reached: the young are compressed, the held wait
+    assert not _plain(store, "y0") and not _plain(store, "y1")
+    assert _plain(store, "h0") and _plain(store, "h1")
+    for key in ("h0", "h1", "y0", "y1"):
+        assert store[key] == pod(key)
+    store.put("h2", pod("h2"), held=True)  # the held budget is reached: every held version is compressed
+    for key in ("h0", "h1", "h2"):
+        assert not _plain(store, key) and store[key] == pod(key)
+
+
+def test_a_held_version_replaced_by_a_young_one_leaves_the_held_budget() -> None:
+    one = len(encode_object(pod("h0")))
+    store = EncodedObjects(young_bytes=100 * one, held_bytes=2 * one + 1)
+    store.put("h0", pod("h0"), held=True)
+    store["h0"] = pod("h0", labels={"bound": "yes"})  # its binding: young now, no longer counted as held
+    store.put("h1", pod("h1"), held=True)
+    assert _plain(store, "h1")  # one held version: under the held budget
+    store.put("h2", pod("h2"), held=True)
+    del store["h2"]  # deleted while held: no longer counted either
+    store.put("h3", pod("h3"), held=True)
+    assert _plain(store, "h1") and _plain(store, "h3")
+    store.put("h4", pod("h4"), held=True)  # three held versions now: past the budget
+    assert not _plain(store, "h1") and not _plain(store, "h3") and not _plain(store, "h4")
+    assert _plain(store, "h0") and store["h0"]["metadata"]["labels"] == {"bound": "yes"}
+    assert "h2" not in store
+    store.pack_young()  # compresses every plain object, young and held
+    assert not _plain(store, "h0")
+    store.put("h5", pod("h5"), held=True)
+    store.pack_young()
+    assert not _plain(store, "h5") and store["h5"] == pod("h5")
+
+
+def test_a_pending_pods_version_is_held_and_each_scheduled_pod_compressed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst of new pods larger than the young budget, then each pod's binding and Running update: the
+    pending versions wait (held), so every pod is compressed once, in its last version."""
+    import app.cache.encodedobjects as encodedobjects
+
+    packed: list[bytes] = []
+    real = encodedobjects.pack_encoded
+    monkeypatch.setattr(encodedobjects, "pack_encoded", lambda data: packed.append(data) or real(data))
+    cache = ClusterCache()
+    cache.pod_objects = EncodedObjects(young_bytes=4 * len(encode_object(pod("p00", node=""))))
+    cache.apply(Event("Node", EventType.ADDED, node("n1")))
+    names = [f"p{i:02d}" for i in range(12)]
+    for name in names:  # three times the young budget of pending pods
+        cache.apply(Event("Pod", EventType.ADDED, pod(name, node="", labels={"v": "pending"})))
+    assert packed == []
+    for name in names:
+        cache.apply(Event("Pod", EventType.MODIFIED, pod(name, node="n1", labels={"v": "bound"})))
+        cache.apply(Event("Pod", EventType.MODIFIED, pod(name, node="n1", labels={"v": "running"})))
+    cache.pod_objects.pack_young()
+    assert sorted(decode_object(d)["metadata"]["name"] for d in packed) == names
+    assert {decode_object(d)["metadata"]["labels"]["v"] for d in packed} == {"running"}
+    for name in names:
+        assert cache.pod_objects[f"uid-{name}"] == pod(name, node="n1", labels={"v": "running"})
