@@ -47,10 +47,8 @@ def prioritize_answers(draw: st.DrawFn) -> tuple[list[str], bytes]:
     names = draw(st.lists(NAMES, min_size=1, max_size=40, unique=True))
     # every host tied (the sim's common case: empty nodes score alike; _best takes another way there)
     same = draw(st.none() | st.integers(min_value=0, max_value=100))
-    entries = [
-        {**draw(EXTRA), "Host": name, "Score": same if same is not None else draw(st.integers(min_value=0, max_value=100))}
-        for name in names
-    ]
+    scores = [same if same is not None else draw(st.integers(min_value=0, max_value=100)) for _ in names]
+    entries = [{**draw(EXTRA), "Host": name, "Score": score} for name, score in zip(names, scores, strict=True)]
     return names, orjson.dumps(entries)
 
 
