@@ -55,7 +55,7 @@ class NodeFit:
         self.requested = np.zeros_like(self.allocatable)
         # allocatable - requested kept by add/remove, one contiguous row per resource (``feasible``
         # compares a column per wanted resource: ~10,000 calls per run, each over every node)
-        self._free_by_resource = np.ascontiguousarray(self.allocatable.T)
+        self._free_by_resource = self.allocatable.T.copy(order="C")  # a copy even where .T is contiguous (1 node)
         self._masks: dict[tuple[str, ...], npt.NDArray[np.bool_]] = {}
 
     def model_mask(self, models: tuple[str, ...] | None) -> npt.NDArray[np.bool_] | None:

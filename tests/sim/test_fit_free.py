@@ -72,3 +72,15 @@ def test_feasible_matches_allocatable_minus_requested(
     if probe.gpu_models is not None:
         mask = fit.model_mask(probe.gpu_models)
         assert mask is not None and mask.tolist() == [n.model in probe.gpu_models for n in nodes]
+
+
+def test_one_node_cluster_keeps_its_allocatable() -> None:
+    """With one node, ``allocatable.T`` is already contiguous: the free rows must still be a copy, or an
+    ``add`` would lower the allocatable itself (found by the property test above)."""
+    fit = NodeFit([TraceNode("n0", 6, 0, 0, "T4")])
+    pod = TracePod("p", 3, 0, 0, 1, None, "LS", 0, None, 2)
+    fit.add(0, pod_vector(pod))
+    assert fit.allocatable.tolist() == [[6, 0, 0, 0, 0]]
+    assert fit.feasible(pod, pod_vector(pod)).tolist() == [0]
+    fit.add(0, pod_vector(pod))
+    assert fit.feasible(pod, pod_vector(pod)).tolist() == []
