@@ -218,6 +218,9 @@ class Simulation:
         self._names = np.array(self.fit.names, dtype=object)
         ranks = self._rank.tolist()
         self._rank_of = {name: ranks[row] for name, row in self.rows.items()}  # node name -> its rank
+        self._by_rank: list[str] = [""] * len(nodes)  # rank -> node name (the inverse of _rank_of)
+        for name, rank in self._rank_of.items():
+            self._by_rank[rank] = name
         self.gpus = np.array([n.gpu for n in nodes], dtype=np.int64)
         self.capacity = int(self.gpus.sum()) * MILLI_PER_GPU
         self.fragmentation = fragmentation
@@ -470,13 +473,16 @@ class Simulation:
         top: list[int] = np.flatnonzero(values == values.max()).tolist()
         if len(top) == 1:  # (``rng.integers(1)`` draws nothing: the random stream is the same)
             return scores[top[0]].Host
+        # Often most of the ~1,000 hosts, or all of them, tie (empty nodes score alike): one pass in C
+        # over the tied entries (all of ``scores`` without a tuple of them when every host ties)
+        tied = map(_HOST, scores if len(top) == len(scores) else itemgetter(*top)(scores))
         if self.tie_break == "order":
             # the ranks are a permutation of the nodes (the answer names only nodes we sent): the
-            # smallest is unique, so no second key is needed. Often most of the ~1,000 hosts tie (empty
-            # nodes score alike): one pass in C over the tied entries, their names and their ranks.
-            return min(map(_HOST, itemgetter(*top)(scores)), key=self._rank_of.__getitem__)
+            # smallest is unique, so no second key is needed; the min over the ranks themselves (no
+            # key function called per host) and the name of that rank (a host we did not send: KeyError)
+            return self._by_rank[min(map(self._rank_of.__getitem__, tied))]
         if self.tie_break == "name":
-            return min(map(_HOST, itemgetter(*top)(scores)))
+            return min(tied)
         return scores[top[int(self.rng.integers(len(top)))]].Host
 
     # ------------------------------------------------------------------ gangs

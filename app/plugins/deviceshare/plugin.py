@@ -162,6 +162,20 @@ _NO_SECONDARY: dict[str, int] = {}
 _NO_DEVICE = _PodState(None)
 
 
+def fitting_gpus(fits: npt.NDArray[np.bool_]) -> npt.NDArray[np.integer[Any]]:
+    """Per row of the (N, G) mask ``fits``, how many of its G GPUs are True (shape (N,)).
+
+    A product with a vector of ones over the mask's bytes (uint8: exact while G < 256), half the time of
+    ``fits.sum(axis=1)`` at ~1,000 rows by 8 GPUs (the sim's Filter and FGD score each count per call);
+    ``sum`` beyond.
+    """
+    gpus = fits.shape[1]
+    if gpus >= 256:
+        return fits.sum(axis=1)
+    counted: npt.NDArray[np.integer[Any]] = fits.view(np.uint8) @ np.ones(gpus, dtype=np.uint8)
+    return counted
+
+
 def _parse_pod(pod: PodInfo) -> _PodState:
     """The pod's device requests and hints.
 
@@ -444,7 +458,7 @@ class DeviceShare(
         fits = self._fits(req, rows, self._removed_with_reservations(state, pod, nodes))
         table = self.devices.table
         has = table.has_device[rows]
-        count = fits.sum(axis=1)
+        count = fitting_gpus(fits)
         failures: FilterFailures = {}
         no_gpu = has & (table.gpu_count[rows] == 0)
         short = has & ~no_gpu & (count < req.count)
@@ -602,7 +616,7 @@ class DeviceShare(
         placement = best_placement(workload, shape, free_cpu, free_mem, free, (), fits, access=access, gpu_terms=terms)
         if req.milli() >= 1000 or req.count > 1 or req.milli() == 0:
             # whole GPUs (or shares over several GPUs, or bytes only): feasibility is the filter's count test
-            ok = fits.sum(axis=1) >= req.count
+            ok = fitting_gpus(fits) >= req.count
             return np.where(ok & np.isfinite(placement.delta), placement.delta, np.where(ok, 0.0, np.inf))
         return placement.delta
 
