@@ -25,15 +25,22 @@ What it measures
     ``rss_above_idle_mb`` = ``rss_waiting_mb - rss_idle_mb``; ``rss_peak_mb`` is the highest RSS sampled
     (every 20 ms) from the first ``/filter`` to the last answer. ``decision_digest`` is a hash of every
     member's decision (``<pod>=<node>``, in order): equal digests, equal placements. ``schedule_seconds``
-    is the wall time of step 1 (filter and prioritize of every member, binds sent). ``/filter`` and
-    ``/prioritize`` go over one aiohttp session (with httpx's asynchronous client the driver spent more
-    CPU than the service, 8.98 against 5.11 s, and on 2 CPUs the wall time measured the driver); the
-    binds over aiohttp
-    with no connection limit (``TCPConnector(limit=0)``): a limit (httpx's default is 100
-    connections) would hold the 101st bind back and the gang could never complete, and httpx's pool,
-    unlimited, made the client the bottleneck with 1,000 connections open (a release of 5.8 s, while
-    the service's own CPU over it was 0.4 s, as ``--profile`` shows), which the release time would
-    measure instead of the service.
+    is the wall time of step 1 (filter and prioritize of every member, binds sent).
+
+    The driver plays a compiled kube-scheduler: its CPU is an artifact of the bench that, on 2 CPUs, the
+    wall time measures too, so it is kept lean (issue 29), over aiohttp as it is (no HTTP code of our own):
+    ``/filter`` and ``/prioritize`` over the simulator's :class:`~app.sim.transport.AsyncPoster` (one
+    kept-alive connection, URL parsed once, one watchdog timer instead of aiohttp's timer per request); bodies
+    built by orjson around the pod encoded once per member and the candidate window encoded once per
+    window (``orjson.Fragment``); answers decoded into the simulator's msgspec structs
+    (:mod:`app.sim.answers`: the fields read, no dict per node). With
+    httpx's asynchronous client the driver spent more CPU than the service (8.98 against 5.11 s). The
+    binds go over aiohttp with no connection limit (``TCPConnector(limit=0)``), each on its own
+    connection: a limit (httpx's default is 100 connections) would hold the 101st bind back and the gang
+    could never complete, and httpx's pool, unlimited, made the client the bottleneck with 1,000
+    connections open (a release of 5.8 s, while the service's own CPU over it was 0.4 s, as ``--profile``
+    shows), which the release time would measure instead of the service. They carry no timer each: one
+    deadline (:data:`BIND_TIMEOUT_S`) covers all of them.
 
 Targets (issue 14): ``release_seconds`` <= 1 s and ``rss_above_idle_mb`` <= 50 MB, 1,000 members on
 5,000 nodes; issue 29: ``schedule_seconds`` <= 2 s.
@@ -75,7 +82,6 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 import orjson  # noqa: E402
 import psutil  # noqa: E402
-import uvloop  # noqa: E402
 from yarl import URL  # noqa: E402
 
 from app.api import coscheduling as n  # noqa: E402
@@ -403,10 +409,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     service.start()
     try:
         assert service.pid is not None
-        # uvloop, as the service: the driver plays a compiled kube-scheduler, its own loop overhead is no part of
-        # what is measured
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(drive(args, port, psutil.Process(service.pid), service))
+        return asyncio.run(drive(args, port, psutil.Process(service.pid), service))
     finally:
         service.terminate()
         service.join(timeout=15)
