@@ -68,6 +68,14 @@ class NodeFit:
             self._masks[models] = mask
         return mask
 
+    def free_by_resource(self) -> npt.NDArray[np.int64]:
+        """Allocatable minus requested, (len(:data:`RESOURCES`), N): row i is resource i over the nodes in row
+        order (cpu milli-cores, memory bytes, GPUs, GPU core and memory percent). A read-only view of the
+        state ``add`` and ``remove`` keep: valid until the next of them."""
+        view = self._free_by_resource.view()
+        view.flags.writeable = False
+        return view
+
     def feasible(self, pod: TracePod, vector: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Rows of the nodes where ``pod`` (requests ``vector``) fits, ascending: free >= request on every
         resource the pod requests (> 0), and the model constraint."""
@@ -84,7 +92,7 @@ class NodeFit:
         node affinity, then resources in :data:`RESOURCES` order), as kube-scheduler's
         ``0/N nodes are available: ...`` message counts them."""
         out: Counter[str] = Counter()
-        free = self.allocatable - self.requested
+        free = self._free_by_resource
         undecided = np.ones(len(self.names), dtype=bool)
         mask = self.model_mask(pod.gpu_models)
         if mask is not None:
@@ -93,7 +101,7 @@ class NodeFit:
         for i, res in enumerate(RESOURCES):
             if vector[i] <= 0:
                 continue
-            short = undecided & (free[:, i] < vector[i])
+            short = undecided & (free[i] < vector[i])
             if short.any():
                 out[f"Insufficient {res}"] = int(short.sum())
                 undecided &= ~short

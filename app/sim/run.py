@@ -605,5 +605,5 @@ class Simulation:
         usage = await self._gpu_usage()
         if usage.unannotated_pods:
             return None  # the service recorded no per-GPU placement (DeviceShare inactive)
-        free = self.fit.allocatable - self.fit.requested
-        return fragmentation_ratio(self.fragmentation, free[:, 0], free[:, 1], usage.gpu_free_milli(), self._models)
+        free = self.fit.free_by_resource()
+        return fragmentation_ratio(self.fragmentation, free[0], free[1], usage.gpu_free_milli(), self._models)

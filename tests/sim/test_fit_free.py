@@ -68,6 +68,10 @@ def test_feasible_matches_allocatable_minus_requested(
         assert fit.feasible(pod, pod_vector(pod)).tolist() == plain_feasible(fit, pod, pod_vector(pod))
     vector = pod_vector(probe)
     assert fit.feasible(probe, vector).tolist() == plain_feasible(fit, probe, vector)
+    # the free rows handed out (reasons and the sim's fragmentation read them) are the same arrays, read-only
+    free = fit.free_by_resource()
+    assert free.tolist() == (fit.allocatable - fit.requested).T.tolist()
+    assert not free.flags.writeable
     # the cached model mask is not narrowed by a call
     if probe.gpu_models is not None:
         mask = fit.model_mask(probe.gpu_models)
