@@ -95,8 +95,10 @@ def _same_as_stored(stored: bytes, probe: bytes, type_meta: bool) -> bool:
 
 _MESSAGE = attrgetter("message")
 
-#: Shared name lists kept (:class:`~app.server.wire.NameLists`) and batches kept for them.
-_SHARED_BATCHES = 16
+#: Shared name lists kept (:class:`~app.server.wire.NameLists`) and batches kept for them: enough for
+#: kube-scheduler's rotating ``/filter`` windows to come round again (50 windows at 500 nodes) with the
+#: passing list each ``/filter`` keeps in between (about 100 distinct lists between two uses of a window).
+_SHARED_BATCHES = 128
 
 
 #: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
@@ -282,8 +284,10 @@ class ExtenderService:
         if not (isinstance(args, ExtenderCall) and args.names_shared):
             return self._batch(names)
         generation = self.cache.table.generation
-        kept = self._shared_batches.get(id(names))
+        shared = self._shared_batches
+        kept = shared.pop(id(names), None)
         if kept is not None and kept[0] is names and kept[1] == generation:
+            shared[id(names)] = kept  # now the newest, as its list in name_lists
             return kept[2], range(len(names)), []
         found = self._batch(names)
         if not found[2]:
@@ -293,7 +297,8 @@ class ExtenderService:
     def _keep_shared(self, names: list[str], generation: int, batch: NodeBatch) -> None:
         """Keep ``batch`` (of all of ``names``, a list no one changes, at ``generation``) for :meth:`_call_batch`."""
         shared = self._shared_batches
-        if len(shared) >= _SHARED_BATCHES and id(names) not in shared:
+        shared.pop(id(names), None)
+        if len(shared) >= _SHARED_BATCHES:
             del shared[next(iter(shared))]
         shared[id(names)] = (names, generation, batch)
 

@@ -237,3 +237,91 @@ def test_filter_then_prioritize_over_http_with_a_row_reused_in_between(tmp_path:
         again = c.post("/prioritize", content=orjson.dumps(prio)).content
         assert orjson.loads(again)[0] == {"Host": gone, "Score": 0}  # unknown now, not node-new's score
         assert again == reference(svc.extender, "/prioritize", prio)
+
+
+# ---------------------------------------------------------------------------------------------- kept lists
+
+KEYS = st.sampled_from([b"[]", b'["a"]', b'["a","b"]', b'["bb","cc","dd"]', b'["' + b"x" * 20 + b'"]'])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ops=st.lists(st.tuples(st.booleans(), KEYS), max_size=40),
+    size=st.integers(1, 4),
+    budget=st.integers(1, 40),
+)
+def test_name_lists_keep_the_most_recently_used_within_size_and_budget(
+    ops: list[tuple[bool, bytes]], size: int, budget: int
+) -> None:
+    """NameLists against a plain model: least recently used (kept or found) go first, at most ``size`` lists
+    and ``budget`` bytes of JSON unless one list alone is larger."""
+    kept = NameLists(size, budget)
+    model: list[bytes] = []  # oldest first
+    for is_keep, raw in ops:
+        names = orjson.loads(raw)
+        if is_keep:
+            if raw in model:
+                model.remove(raw)
+            model.append(raw)
+            kept.keep(raw, names)
+            while len(model) > size or (sum(map(len, model)) > budget and len(model) > 1):
+                del model[0]
+        else:
+            found = kept.find(raw)
+            if raw in model:
+                assert found == names
+                model.remove(raw)
+                model.append(raw)
+            else:
+                assert found is None
+        assert len(kept) == len(model)
+    for raw in model:  # every list the model holds is found, and nothing else
+        assert kept.find(raw) == orjson.loads(raw)
+
+
+def test_kube_schedulers_rotating_windows_are_found_again_with_their_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-scheduler's ``/filter`` windows (``numFeasibleNodesToFind`` nodes from a start index that moves on
+    by as many) come round every ``lcm(window, nodes) / window`` pods: 50 for 46 of 100 nodes, as for 230 of
+    500. Between two uses of a window come 49 other windows and 50 passing lists; from the second round on,
+    every window is found by its bytes with its batch (no name decoded or looked up), and every answer is
+    the plain path's."""
+    service = create_app(FileSource(tmp_path, poll_interval=0)).state.service
+    names = [f"node-{i:03d}" for i in range(100)]
+    for i, name in enumerate(names):
+        add(service, i, name)
+    ext = service.extender
+    loop = asyncio.new_event_loop()
+    looked_up: list[int] = []
+    rows_of = service.cache.table.rows_of
+    monkeypatch.setattr(service.cache.table, "rows_of", lambda n: (looked_up.append(len(n)), rows_of(n))[1])
+
+    def call(path: str, doc: dict[str, Any]) -> bytes:
+        verb, handler = extender_routes.VERBS[path]
+        code, data = loop.run_until_complete(
+            extender_routes._answer(service, verb, handler, orjson.dumps(doc), _no_receive)
+        )
+        assert code == 200, data
+        return data
+
+    window, start = 46, 0
+    try:
+        for round_ in range(3):
+            looked_up.clear()
+            for _ in range(50):
+                candidates = [names[(start + k) % len(names)] for k in range(window)]
+                start = (start + window) % len(names)
+                doc = {"Pod": pod("1"), "Nodes": None, "NodeNames": candidates}
+                got = call("/filter", doc)
+                assert got == reference(ext, "/filter", doc)
+                looked_up_by_reference = looked_up.pop()  # the plain path's own look-up
+                assert looked_up_by_reference == window
+                survivors = orjson.loads(got)["NodeNames"]
+                doc = {"Pod": pod("1"), "Nodes": None, "NodeNames": survivors}
+                assert call("/prioritize", doc) == reference(ext, "/prioritize", doc)
+                looked_up.pop()  # the reference's
+            if round_:
+                assert looked_up == []  # every window and every passing list found with its batch
+    finally:
+        loop.close()
