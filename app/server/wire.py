@@ -164,6 +164,7 @@ class NameLists:
             self._bytes -= len(oldest)
 
     def __len__(self) -> int:
+        """Lists kept now."""
         return len(self._lists)
 
 
