@@ -151,6 +151,16 @@ async def _no_receive() -> dict[str, Any]:
     raise AssertionError("the filter and prioritize verbs do not read past the body")
 
 
+def answer(loop: asyncio.AbstractEventLoop, service: Any, path: str, doc: dict[str, Any]) -> bytes:
+    """The bytes ``service``'s verb fast path answers for ``doc`` at ``path`` (HTTP 200 asserted)."""
+    verb, handler = extender_routes.VERBS[path]
+    code, data = loop.run_until_complete(
+        extender_routes._answer(service, verb, handler, orjson.dumps(doc), _no_receive)
+    )
+    assert code == 200, data
+    return data
+
+
 def make_service(path: Path) -> Any:
     svc = create_app(FileSource(path, poll_interval=0)).state.service
     for i, name in enumerate(NODES):
@@ -176,12 +186,7 @@ def test_verbs_answer_the_plain_paths_bytes(tmp_path: Path, ops: list[tuple[str,
     fresh = iter(range(10**6))
 
     def call(path: str, doc: dict[str, Any]) -> bytes:
-        verb, handler = extender_routes.VERBS[path]
-        code, data = loop.run_until_complete(
-            extender_routes._answer(service, verb, handler, orjson.dumps(doc), _no_receive)
-        )
-        assert code == 200, data
-        return data
+        return answer(loop, service, path, doc)
 
     known = list(NODES)
     last: list[str] = list(NODES)
@@ -295,15 +300,15 @@ def test_kube_schedulers_rotating_windows_are_found_again_with_their_batch(
     loop = asyncio.new_event_loop()
     looked_up: list[int] = []
     rows_of = service.cache.table.rows_of
-    monkeypatch.setattr(service.cache.table, "rows_of", lambda n: (looked_up.append(len(n)), rows_of(n))[1])
+
+    def counted_rows_of(wanted: list[str]) -> Any:
+        looked_up.append(len(wanted))
+        return rows_of(wanted)
+
+    monkeypatch.setattr(service.cache.table, "rows_of", counted_rows_of)
 
     def call(path: str, doc: dict[str, Any]) -> bytes:
-        verb, handler = extender_routes.VERBS[path]
-        code, data = loop.run_until_complete(
-            extender_routes._answer(service, verb, handler, orjson.dumps(doc), _no_receive)
-        )
-        assert code == 200, data
-        return data
+        return answer(loop, service, path, doc)
 
     window, start = 46, 0
     try:
