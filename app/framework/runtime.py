@@ -144,14 +144,31 @@ class Framework:
 
         Returns the failing positions of ``batch`` with the first failing status (plugin set).
         """
+        return self.filter_survivors(state, pod, batch)[0]
+
+    def filter_survivors(
+        self, state: CycleState, pod: PodInfo, batch: NodeBatch
+    ) -> tuple[FilterFailures, npt.NDArray[np.int64] | None]:
+        """:meth:`run_filters`, with the positions of ``batch`` that passed every plugin, ascending (an int64
+        array), or None when none failed (all of them passed): the caller need not work them out again
+        from the failures.
+
+        The nodes still alive after a plugin that failed some are made into a batch (:meth:`NodeBatch.subset`,
+        a list of their names) only when a later plugin runs: for a plain pod the plugins after
+        LoadAwareScheduling skip it at PreFilter, and the subset of ~200 names would be built for no one.
+        """
         failures: FilterFailures = {}
-        sub = batch  # the nodes still alive; their positions in ``batch`` are ``alive`` (None: all of them)
-        alive: npt.NDArray[np.int64] | None = None
+        sub = batch  # the nodes still alive, as a batch, once ``stale`` is False
+        alive: npt.NDArray[np.int64] | None = None  # their positions in ``batch`` (None: all of them)
+        stale = False  # ``alive`` moved on since ``sub`` was made (never while ``alive`` is None)
         for plugin in self.filter_plugins:
-            if len(sub) == 0:
+            if (len(batch) if alive is None else len(alive)) == 0:
                 break
             if plugin.name in state.skip_filter:
                 continue
+            if stale and alive is not None:
+                sub = batch.subset(alive)
+                stale = False
             failed = plugin.filter_nodes(state, pod, sub)
             if not failed:
                 continue
@@ -165,8 +182,8 @@ class Framework:
             keep = np.ones(len(sub), dtype=bool)
             keep[np.fromiter(failed, dtype=np.int64, count=len(failed))] = False
             alive = np.flatnonzero(keep) if alive is None else alive[keep]
-            sub = batch.subset(alive)  # made once per plugin that failed some node, not per later plugin
-        return failures
+            stale = True
+        return failures, alive
 
     def explain_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> dict[str, FilterFailures | None]:
         """Every filter plugin on every node (no short-circuit), for the explain endpoint; None for a

@@ -408,16 +408,13 @@ class ExtenderService:
                 failures: dict[int, Status] = {}
                 passing_pos: Sequence[int] = []
             else:
-                failures = self.framework.run_filters(state, pod, batch)
+                failures, survivors = self.framework.filter_survivors(state, pod, batch)
                 share = isinstance(args, ExtenderCall) and args.names_shared
-                if not failures:
+                if survivors is None:  # no node failed
                     passing_pos = positions
                     if missing:  # else _batch already keeps this batch for these names
                         self._remember_batch(batch.names, batch.rows, share)
-                else:
-                    keep = np.ones(len(batch), dtype=bool)
-                    keep[np.fromiter(failures, dtype=np.int64, count=len(failures))] = False
-                    survivors = np.flatnonzero(keep)  # positions in the batch
+                else:  # ``survivors``: the passing positions in the batch, ascending
                     # the batch's positions are the request's own when every name was known (no list -> array)
                     survivor_list = survivors.tolist()
                     passing_pos = survivor_list if not missing else np.asarray(positions)[survivors].tolist()

@@ -5,6 +5,7 @@ attributed Status object per distinct plugin status), and ``NodeBatch.subset`` a
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 from hypothesis import given, settings
@@ -111,3 +112,51 @@ def test_subset_is_the_positions_in_order(n: int, data: st.DataObject, removed: 
     assert sub.names == [names[i] for i in picked]
     assert sub.rows.tolist() == [7 * i for i in picked]
     assert sub.removed == ([victims[i] for i in picked] if victims is not None else None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 30),
+    scripts=st.lists(st.dictionaries(st.integers(0, 29), st.integers(0, len(POOL) - 1)), min_size=1, max_size=4),
+    skipped=st.lists(st.booleans(), min_size=4, max_size=4),
+)
+def test_survivors_and_subsets_only_for_plugins_that_run(
+    n: int, scripts: list[dict[int, int]], skipped: list[bool]
+) -> None:
+    """``filter_survivors`` answers the plain loop's failures over the plugins not skipped at PreFilter, the
+    passing positions (None when every node passed), and builds a subset of the survivors only for a plugin
+    that runs after one that failed nodes: never for the plugins a plain pod skips (issue 29)."""
+    names = [f"n{i}" for i in range(n)]
+    plugins = [Scripted(f"P{k}", {f"n{i}": s for i, s in script.items()}) for k, script in enumerate(scripts)]
+    batch = NodeBatch(np.arange(n, dtype=np.int64), names)
+    state = CycleState(0.0)
+    state.skip_filter.update(p.name for p, skip in zip(plugins, skipped, strict=False) if skip)
+    subsets = 0
+    real_subset = NodeBatch.subset
+
+    def counting(self: NodeBatch, positions: Any) -> NodeBatch:
+        nonlocal subsets
+        subsets += 1
+        return real_subset(self, positions)
+
+    with patch.object(NodeBatch, "subset", counting):
+        failures, survivors = _framework(plugins).filter_survivors(state, POD, batch)
+    running = [p for p in plugins if p.name not in state.skip_filter]
+    for p in plugins:
+        p.seen = []
+    want = _plain(running, batch)
+    assert list(failures.items()) == list(want.items())
+    passed = [i for i in range(n) if i not in want]
+    assert (survivors.tolist() if survivors is not None else None) == (passed if want else None)
+    # a subset made when a plugin runs after nodes failed since the last one was made (then shared)
+    after_failure, failed_so_far, alive, stale = 0, set(), n, False
+    for p in running:
+        if alive == 0:
+            break
+        if stale:
+            after_failure, stale = after_failure + 1, False
+        failed_now = {i for i in range(n) if i not in failed_so_far and names[i] in p.script}
+        failed_so_far |= failed_now
+        alive -= len(failed_now)
+        stale = stale or bool(failed_now)
+    assert subsets == after_failure
