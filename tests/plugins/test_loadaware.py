@@ -1703,3 +1703,30 @@ def test_initialized_update_renews_the_deadline_when_it_counts() -> None:
     renewed = env.load(CACHE_NODE).pods["w1"]
     assert renewed is not held
     assert renewed.deadline == NOW - 1 + 30
+
+
+def test_incoming_estimates_are_shared_by_equal_pods_and_follow_what_they_read() -> None:
+    """An incoming pod's estimate is worked out once for pods equal in what it reads (priority class,
+    requests, limits, custom scaling factors) and shared read-only (issue 29); a pod differing in any of
+    these gets its own, equal to :func:`estimate_pod` of it."""
+    env = _cache_env({"cpu": 100, "memory": 100}, allow_customize_estimation=True)
+    req = {"cpu": "1", "memory": "1Gi", "kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"}
+    factors = {ANN_SCALING_FACTORS: json.dumps({"cpu": 50})}
+    pods = {
+        "prod": parse_pod(pod_obj("prod", uid="p", req=req)),
+        "prod2": parse_pod(pod_obj("prod2", uid="p2", req=req)),
+        "batch": parse_pod(pod_obj("batch", uid="b", req=req, priority=BATCH_MIN)),
+        "half": parse_pod(pod_obj("half", uid="h", req=req, annotations=factors)),
+        "more": parse_pod(pod_obj("more", uid="m", req={**req, "cpu": "2"})),
+    }
+    got = {name: env.plugin.pod_estimate(CycleState(NOW), pod) for name, pod in pods.items()}
+    assert got["prod"] is got["prod2"]  # one array for the two replicas
+    assert not got["prod"].flags.writeable
+    assert [got[n].tolist() for n in ("prod", "batch", "half", "more")] == [
+        vec(1000, GI),
+        vec(500, 256 * MI),
+        vec(500, GI),
+        vec(2000, GI),
+    ]
+    for name, pod in pods.items():  # each as the plain estimate of that pod
+        assert got[name].tolist() == env.plugin.vec.from_values(estimate_pod(pod, env.plugin.args))

@@ -58,7 +58,8 @@ ANNOTATION_RESERVE_POD = "scheduling.koordinator.sh/reserve-pod"
 
 _ESTIMATE_KEY = NAME + "/IncomingPodEstimated"
 
-#: Entries :attr:`LoadAwareScheduling._assign_estimates` holds at most (cleared when full).
+#: Entries :attr:`LoadAwareScheduling._assign_estimates` (and ``_incoming_estimates``) hold at most (cleared
+#: when full).
 ASSIGN_ESTIMATES_MAX = 4096
 
 # Node table columns owned by this plugin.
@@ -152,6 +153,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._dirty: set[str] = set()
         #: Assigned pods' estimates by what they are worked out from (see :meth:`_assign_estimate`).
         self._assign_estimates: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
+        #: Incoming pods' estimates by :meth:`_estimate_key` (see :meth:`_estimate`; cleared when full).
+        self._incoming_estimates: dict[tuple[Any, ...], _Estimate] = {}
         #: The last incoming pod and its estimate (see :meth:`_estimate`).
         self._last_estimate: tuple[PodInfo, _Estimate] | None = None
         #: One shared Status per (resource, aggregated) threshold reason: failing nodes share it.
@@ -247,20 +250,25 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if self._load(new.node_name).upsert_pod(new.uid, info):
             self._dirty.add(new.node_name)
 
-    def _assign_estimate(self, pod: PodInfo) -> Vec | None:
-        """An assigned pod's estimate vector, None when all zero (a new list each call).
-
-        :func:`estimate_pod` reads, besides the plugin's args (fixed for its life), only the pod's priority
-        class, requests, limits and (with allowCustomizeEstimation) its scaling-factors annotation: the
-        result is remembered by exactly these (:attr:`_assign_estimates`), since a pod's assume and watch
-        events (and a workload's replicas) repeat them (~1 us to look up instead of ~8 us to estimate).
-        """
+    def _estimate_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        """What :func:`estimate_pod` reads of ``pod`` besides the plugin's args (fixed for its life): its
+        priority class, requests, limits and (with allowCustomizeEstimation) its scaling-factors annotation.
+        Pods equal in these have equal estimates: a workload's replicas, and a pod's own events."""
         custom = (
             pod.annotations.get(ANNOTATION_CUSTOM_ESTIMATED_SCALING_FACTORS)
             if self.args.allow_customize_estimation
             else None
         )
-        key = (pod.priority_class, custom, tuple(pod.requests.items()), tuple(pod.limits.items()))
+        return (pod.priority_class, custom, tuple(pod.requests.items()), tuple(pod.limits.items()))
+
+    def _assign_estimate(self, pod: PodInfo) -> Vec | None:
+        """An assigned pod's estimate vector, None when all zero (a new list each call).
+
+        The result is remembered by :meth:`_estimate_key` (:attr:`_assign_estimates`), since a pod's assume
+        and watch events (and a workload's replicas) repeat it (~1 us to look up instead of ~8 us to
+        estimate).
+        """
+        key = self._estimate_key(pod)
         memo = self._assign_estimates
         try:
             found = memo[key]
@@ -343,21 +351,32 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
     def pod_estimate(self, state: CycleState, pod: PodInfo) -> npt.NDArray[np.int64]:
         """The incoming pod's estimated usage vector (read-only), computed once per cycle, and once for
         the same :class:`PodInfo` object across cycles (``/prioritize`` gets ``/filter``'s parse of the
-        pod; a PodInfo is never changed in place, and the estimate depends only on it and the args)."""
+        pod; a PodInfo is never changed in place, and the estimate depends only on it and the args), and
+        once for pods equal in what the estimate reads (:meth:`_estimate`)."""
         return self._estimate(state, pod).vector
 
     def _estimate(self, state: CycleState, pod: PodInfo) -> _Estimate:
+        """The incoming pod's :class:`_Estimate`: the cycle's, else the last pod's when ``pod`` is that very
+        PodInfo, else the one kept for an equal :meth:`_estimate_key` (:attr:`_incoming_estimates`: a
+        workload's replicas, a pod scheduled again), else worked out (~15 us: the estimate, two arrays)."""
         cached: _Estimate | None = state.get(_ESTIMATE_KEY)
         if cached is None:
             last = self._last_estimate
             if last is not None and last[0] is pod:
                 cached = last[1]
             else:
-                vector = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
-                # estimate > cut-off  <=>  stored (inverted) cut-off > inverted estimate, both uint64
-                bound = np.array([_inverted(e) for e in vector.tolist()], dtype=np.uint64)
-                vector.flags.writeable = bound.flags.writeable = False  # shared by the cycles of this pod
-                cached = _Estimate(vector, bound)
+                key = self._estimate_key(pod)
+                memo = self._incoming_estimates
+                cached = memo.get(key)
+                if cached is None:
+                    vector = np.array(self.vec.from_values(estimate_pod(pod, self.args)), dtype=np.int64)
+                    # estimate > cut-off  <=>  stored (inverted) cut-off > inverted estimate, both uint64
+                    bound = np.array([_inverted(e) for e in vector.tolist()], dtype=np.uint64)
+                    vector.flags.writeable = bound.flags.writeable = False  # shared by the pods of this key
+                    cached = _Estimate(vector, bound)
+                    if len(memo) >= ASSIGN_ESTIMATES_MAX:
+                        memo.clear()
+                    memo[key] = cached
                 self._last_estimate = (pod, cached)
             state.write(_ESTIMATE_KEY, cached)
         return cached
