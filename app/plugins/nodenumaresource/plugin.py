@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
+from app.api.koordext import LABEL_POD_QOS
 from app.api.quantity import format_resource
 from app.api.topology import dumps_annotation, format_cpuset
 from app.cache.podinfo import PodInfo
@@ -116,6 +117,8 @@ class _PodState:
 
 
 _SKIP_STATE = _PodState(True, {})
+#: Entries :attr:`NodeNUMAResource._parses` holds at most (cleared when full).
+_PARSES_MAX = 4096
 #: Per-node columns in the node table (see ``_flush``).
 _COLUMN_PREFIX = NAME + "/"
 _COLUMNS = ("valid", "perCore", "free", "full", "spread")
@@ -190,6 +193,8 @@ class NodeNUMAResource(
         #: The last pod parsed and its parse (or the error it raised): ``/prioritize`` and the binding cycle
         #: get ``/filter``'s PodInfo object, and a PodInfo is never changed in place.
         self._last_parse: tuple[PodInfo, _PodState | SpecError | Refused] | None = None
+        #: Parses by :meth:`_parse_key` (see :meth:`_parse`; cleared when full).
+        self._parses: dict[tuple[Any, ...], _PodState | SpecError | Refused] = {}
 
     # ------------------------------------------------------------------ node view
     def _view(self, node: str) -> _View | None:
@@ -237,7 +242,9 @@ class NodeNUMAResource(
 
     # ------------------------------------------------------------------ prefilter
     def _parse(self, pod: PodInfo) -> _PodState:
-        """:meth:`_parse_pod`, kept for the last PodInfo object (the parse depends only on it and the args).
+        """:meth:`_parse_pod`, kept for the last PodInfo object, and for pods equal in what the parse reads
+        (:meth:`_parse_key`: a workload's replicas) in :attr:`_parses`; the parse depends only on these and
+        the args, and a :class:`_PodState` is never changed.
 
         Raises SpecError / Refused (see :meth:`pre_filter`), the same error again for the same pod.
         """
@@ -245,14 +252,36 @@ class NodeNUMAResource(
         if last is not None and last[0] is pod:
             found = last[1]
         else:
-            try:
-                found = self._parse_pod(pod)
-            except (SpecError, Refused) as exc:
-                found = exc
+            key = self._parse_key(pod)
+            memo = self._parses
+            kept = memo.get(key)
+            if kept is not None:
+                found = kept
+            else:
+                try:
+                    found = self._parse_pod(pod)
+                except (SpecError, Refused) as exc:
+                    found = exc
+                if len(memo) >= _PARSES_MAX:
+                    memo.clear()
+                memo[key] = found
             self._last_parse = (pod, found)
         if isinstance(found, _PodState):
             return found
         raise found.with_traceback(None)
+
+    @staticmethod
+    def _parse_key(pod: PodInfo) -> tuple[Any, ...]:
+        """What :meth:`_parse_pod` reads of ``pod``: the resource-spec and numa-topology-spec annotations,
+        the requests, the QoS label and the priority class (``AllowUseCPUSet``)."""
+        annotations = pod.annotations
+        return (
+            annotations.get(n.ANNOTATION_RESOURCE_SPEC),
+            annotations.get(n.ANNOTATION_NUMA_TOPOLOGY_SPEC),
+            tuple(pod.requests.items()),
+            pod.labels.get(LABEL_POD_QOS),
+            pod.priority_class,
+        )
 
     def _parse_pod(self, pod: PodInfo) -> _PodState:
         """Raises SpecError / Refused (see :meth:`pre_filter`)."""

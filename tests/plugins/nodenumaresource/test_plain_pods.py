@@ -76,4 +76,31 @@ def test_the_pod_parse_is_kept_for_the_same_podinfo_errors_included() -> None:
         ).reasons
     )
     other = parse_pod(pod("lsr", "2"))
-    assert p._parse(other) is not parsed and p._parse(other) == parsed
+    assert p._parse(other) is parsed  # equal in what the parse reads: shared (issue 29)
+
+
+def test_equal_pods_share_a_parse_and_pods_differing_in_what_it_reads_do_not() -> None:
+    """A workload's replicas (other PodInfo objects, other names) get the parse of the first; a pod that
+    differs in its requests, QoS label, priority class or either spec annotation is parsed for itself,
+    and each answer is that of a fresh plugin's parse."""
+    p = plugin(cache_with(node("a"), nrt("a", "two-numa-ht")))
+    spread = {"scheduling.koordinator.sh/resource-spec": '{"preferredCPUBindPolicy": "SpreadByPCPUs"}'}
+    numa = {"scheduling.koordinator.sh/numa-topology-spec": '{"numaTopologyPolicy": "SingleNUMANode"}'}
+    base = pod("w-0", "2")
+    batch = pod("w-b", "2")
+    batch["spec"]["priority"] = 5500  # koord-batch
+    variants = {
+        "replica": pod("w-1", "2"),
+        "cpu": pod("w-c", "4"),
+        "memory": pod("w-m", "2", memory="2Gi"),
+        "qos": pod("w-q", "2", qos="LS"),
+        "priority": batch,
+        "spec": pod("w-s", "2", annotations=spread),
+        "numa": pod("w-n", "2", annotations=numa),
+    }
+    first = p._parse(parse_pod(base))
+    for what, obj in variants.items():
+        got = p._parse(parse_pod(obj))
+        fresh = plugin(cache_with(node("a"), nrt("a", "two-numa-ht")))._parse(parse_pod(obj))
+        assert got == fresh, what
+        assert (got is first) == (what == "replica"), what
