@@ -32,17 +32,21 @@ POOL = (
 
 
 class Scripted:
-    """Fails, of the nodes it is shown, those whose name is in ``script`` with the pool status given there."""
+    """Fails, of the nodes it is shown, those whose name is in ``script`` with the pool status given there;
+    with ``attributed``, the pool's statuses attributed to it, and it says so (``attributed_statuses``)."""
 
-    def __init__(self, name: str, script: dict[str, int]) -> None:
+    def __init__(self, name: str, script: dict[str, int], attributed: bool = False) -> None:
         self.name = name
         self.script = script
         self.seen: list[list[str]] = []
+        self.pool = tuple(s.with_plugin(name) for s in POOL) if attributed else POOL
+        if attributed:
+            self.attributed_statuses = True
 
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         self.seen.append(list(nodes.names))
         # positions in an arbitrary (reversed) order: the answer must keep the plugin's order
-        return {i: POOL[self.script[n]] for i, n in reversed(list(enumerate(nodes.names))) if n in self.script}
+        return {i: self.pool[self.script[n]] for i, n in reversed(list(enumerate(nodes.names))) if n in self.script}
 
 
 def _plain(plugins: list[Scripted], batch: NodeBatch) -> FilterFailures:
@@ -82,10 +86,14 @@ def _framework(plugins: list[Scripted]) -> Framework:
 @given(
     n=st.integers(0, 40),
     scripts=st.lists(st.dictionaries(st.integers(0, 39), st.integers(0, len(POOL) - 1)), min_size=1, max_size=4),
+    attributed=st.lists(st.booleans(), min_size=4, max_size=4),
 )
-def test_run_filters_answers_as_the_plain_loop(n: int, scripts: list[dict[int, int]]) -> None:
+def test_run_filters_answers_as_the_plain_loop(n: int, scripts: list[dict[int, int]], attributed: list[bool]) -> None:
+    """Plugins that attribute their statuses themselves (``attributed_statuses``) or not, in any mix."""
     names = [f"n{i}" for i in range(n)]
-    plugins = [Scripted(f"P{k}", {f"n{i}": s for i, s in script.items()}) for k, script in enumerate(scripts)]
+    plugins = [
+        Scripted(f"P{k}", {f"n{i}": s for i, s in script.items()}, attributed[k]) for k, script in enumerate(scripts)
+    ]
     batch = NodeBatch(np.arange(100, 100 + n, dtype=np.int64), names)
     got = _framework(plugins).run_filters(CycleState(0.0), POD, batch)
     shown = [p.seen for p in plugins]

@@ -232,6 +232,9 @@ class Env:
         row = self.cache.table.row(node)
         alone = self.plugin.filter_nodes(CycleState(self.now), info, NodeBatch(np.array([row]), [node]))
         assert set(alone) <= {0} and alone.get(0) == failures.get(1), (alone, failures)
+        # the plugin attributes its statuses itself (it says so: the framework merges them as they are)
+        assert LoadAwareScheduling.attributed_statuses
+        assert all(s.plugin == LoadAwareScheduling.NAME for s in (*failures.values(), *alone.values()))
         return failures.get(1)
 
     def score(self, pod: dict[str, Any], node: str = NODE) -> int:
