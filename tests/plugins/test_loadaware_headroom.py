@@ -15,7 +15,12 @@ from hypothesis import strategies as st
 from app.cache.podinfo import parse_pod
 from app.framework.cyclestate import CycleState
 from app.framework.interfaces import NodeBatch
-from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate, usage_percent
+from app.plugins.loadaware.headroom import (
+    UNLIMITED,
+    largest_fitting_estimate,
+    last_fitting_total,
+    usage_percent,
+)
 from app.plugins.loadaware.plugin import _inverted
 from tests.plugins.test_loadaware import (
     ALLOC_96,
@@ -81,6 +86,22 @@ def test_cut_off_refuses_exactly_what_upstream_refuses(
 ) -> None:
     cut = largest_fitting_estimate(base, allocatable, threshold)
     assert (estimate > cut) == upstream_refuses(base, allocatable, threshold, estimate)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    allocatable=st.integers(min_value=1, max_value=2**62),
+    threshold=st.one_of(st.integers(min_value=-200, max_value=200), st.integers(min_value=-(2**62), max_value=2**62)),
+    base=st.integers(min_value=-(2**63), max_value=2**63 - 1),
+)
+def test_the_cut_off_is_the_last_fitting_total_less_the_base(allocatable: int, threshold: int, base: int) -> None:
+    """The last fitting total depends on allocatable and threshold only (kept per pair, issue 29): it fits and
+    one more does not, for any threshold (negative and huge ones end too), and the cut-off of any base is it
+    less the base, clamped to int64."""
+    total = last_fitting_total(allocatable, threshold)
+    assert usage_percent(total, allocatable) <= threshold < usage_percent(total + 1, allocatable)
+    if threshold != 0:
+        assert largest_fitting_estimate(base, allocatable, threshold) == max(-(2**63), min(UNLIMITED, total - base))
 
 
 @settings(max_examples=1000, deadline=None)

@@ -11,6 +11,7 @@ estimate is above the cut-off, exactly where upstream's float test fails.
 
 from __future__ import annotations
 
+import functools
 import math
 
 #: The cut-off of a resource that is not checked (threshold 0, or no allocatable): no estimate exceeds it.
@@ -38,6 +39,9 @@ def largest_fitting_estimate(base: int, allocatable: int, threshold: int) -> int
     """The largest pod estimate ``e`` (same unit as ``base``: milli-cores, bytes, ...) for which
     ``usage_percent(base + e, allocatable) <= threshold``, i.e. upstream's Filter passes the resource.
 
+    The test is on the total ``base + e`` only, so the answer is :func:`last_fitting_total` (worked out once
+    per allocatable and threshold, the same for every node of a kind) less ``base``.
+
     Args:
         base: the node's usage the pod's estimate is added to (NodeMetric usage plus assigned pods'
             estimates), in the resource's unit.
@@ -51,33 +55,40 @@ def largest_fitting_estimate(base: int, allocatable: int, threshold: int) -> int
     """
     if threshold == 0 or allocatable <= 0:
         return UNLIMITED
+    return max(_LOWEST, min(UNLIMITED, last_fitting_total(allocatable, threshold) - base))
 
+
+@functools.lru_cache(maxsize=4096)
+def last_fitting_total(allocatable: int, threshold: int) -> int:
+    """The largest total usage ``u`` (the resource's unit) with ``usage_percent(u, allocatable) <= threshold``,
+    for ``allocatable > 0`` (kept for the last 4,096 pairs: nodes of one kind share them).
+
+    Raises:
+        ZeroDivisionError: ``allocatable`` is 0 (callers check it first).
+    """
     # The real-number boundary is used * 100 / allocatable < threshold + 0.5; float rounding moves it by
     # a unit or two at most, so the guess is nearly always the last fitting total (two evaluations).
     guess = (2 * threshold + 1) * allocatable // 200
     if usage_percent(guess, allocatable) <= threshold < usage_percent(guess + 1, allocatable):
-        return max(_LOWEST, min(UNLIMITED, guess - base))
+        return guess
 
     def fits(used: int) -> bool:
         return usage_percent(used, allocatable) <= threshold
 
-    # Otherwise bracket the last fitting total around the guess, then bisect (the test is monotone).
+    # Otherwise bracket the last fitting total around the guess, then bisect (the test is monotone, and
+    # bounded both ways: usage_percent grows with the total without limit).
     step = 1
     if fits(guess):
         low = guess
         while fits(low + step):
             low += step
             step *= 2
-            if low - base >= UNLIMITED:
-                return UNLIMITED
         high = low + step
     else:
         high = guess
         while not fits(high - step):
             high -= step
             step *= 2
-            if high - base <= _LOWEST:
-                return _LOWEST
         low = high - step
     while high - low > 1:  # low fits, high does not
         mid = (low + high) // 2
@@ -85,4 +96,4 @@ def largest_fitting_estimate(base: int, allocatable: int, threshold: int) -> int
             low = mid
         else:
             high = mid
-    return max(_LOWEST, min(UNLIMITED, low - base))
+    return low
