@@ -63,7 +63,8 @@ class ScoreResult:
 
     Attributes:
         per_plugin: plugin name -> int64 scores 0..100 (after normalisation), parallel to the batch.
-        total: weighted total 0..100 per node.
+        total: weighted total 0..100 per node (when one plugin scored alone, its very array in ``per_plugin``:
+            neither is written to).
     """
 
     per_plugin: dict[str, npt.NDArray[np.int64]]
@@ -225,8 +226,7 @@ class Framework:
                 raise ScoreError(status.with_plugin(pre.name))
         n = len(batch)
         per_plugin: dict[str, npt.NDArray[np.int64]] = {}
-        weighted = np.zeros(n, dtype=np.int64)
-        weight_sum = 0
+        weighted_scores: list[tuple[npt.NDArray[np.int64], int]] = []  # (scores, weight) of each plugin scored
         for plugin in self.score_plugins:
             if plugin.name in state.skip_score:
                 continue
@@ -237,10 +237,17 @@ class Framework:
             # np.clip builds the dtype's iinfo on every call (~15 us); two ufuncs do the same in ~2
             scores = np.minimum(np.maximum(scores, 0), MAX_NODE_SCORE)
             per_plugin[plugin.name] = scores
-            w = self.weights.get(plugin.name, 1)
-            weighted += scores * w
-            weight_sum += w
-        total = weighted // weight_sum if weight_sum else weighted
+            weighted_scores.append((scores, self.weights.get(plugin.name, 1)))
+        if len(weighted_scores) == 1 and weighted_scores[0][1] > 0:
+            # one plugin scored (a plain pod: the others skip at PreScore): (scores * w) // w is its scores
+            total = weighted_scores[0][0]
+        else:
+            weighted = np.zeros(n, dtype=np.int64)
+            weight_sum = 0
+            for scores, w in weighted_scores:
+                weighted += scores * w
+                weight_sum += w
+            total = weighted // weight_sum if weight_sum else weighted
         return ScoreResult(per_plugin, total)
 
     # ------------------------------------------------------------------ binding cycle
