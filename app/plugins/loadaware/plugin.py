@@ -160,10 +160,17 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._incoming_estimates: dict[tuple[Any, ...], _Estimate] = {}
         #: The last incoming pod and its estimate (see :meth:`_estimate`).
         self._last_estimate: tuple[PodInfo, _Estimate] | None = None
-        #: One shared Status per (resource, aggregated) threshold reason: failing nodes share it.
-        self._exceed_statuses: dict[tuple[str, bool], Status] = {}
-        #: The same statuses by code ``2 * resource index + aggregated`` (see :meth:`filter_nodes`).
-        self._exceed_by_code = [self._exceed_status(r, a) for r in range(len(self.vec)) for a in (False, True)]
+        #: One shared Status per threshold reason (failing nodes share it), by code ``2 * resource index +
+        #: aggregated`` (the aggregated-usage threshold): see :meth:`filter_nodes`.
+        self._exceed_by_code = [
+            Status.unschedulable(
+                (ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD)
+                % name,
+                plugin=NAME,
+            )
+            for name in self.vec.names
+            for aggregated in (False, True)
+        ]
         r = len(self.vec)
         table = handle.snapshot.table
         for key in (_ALLOC, _PLAIN, _PROD, _SAGG):
@@ -433,17 +440,6 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         failures.update(zip(bad.tolist(), map(self._exceed_by_code.__getitem__, codes.tolist()), strict=True))
         return failures
 
-    def _exceed_status(self, resource: int, aggregated: bool) -> Status:
-        """The shared rejection for usage over the threshold of the ``resource``-th resource (``aggregated``:
-        the aggregated-usage threshold)."""
-        name = self.vec.names[resource]
-        key = (name, aggregated)
-        shared = self._exceed_statuses.get(key)
-        if shared is None:
-            template = ERR_REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD if aggregated else ERR_REASON_USAGE_EXCEED_THRESHOLD
-            shared = self._exceed_statuses[key] = Status.unschedulable(template % name, plugin=NAME)
-        return shared
-
     def _filter_row(self, state: CycleState, pod: PodInfo, row: int, v: int) -> FilterFailures:
         """:meth:`filter_nodes` for a batch of the one node at ``row`` (the binding cycle's re-check) with
         ``v`` the cut-off variant (1 for a PROD pod), read as Python scalars: the batch path's ten numpy calls
@@ -460,7 +456,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             return {}  # an expired NodeMetric's usage is not compared
         if True not in exceed:
             return {}
-        return {0: self._exceed_status(exceed.index(True), table.column(_F_AGG[v])[row].item())}
+        return {0: self._exceed_by_code[2 * exceed.index(True) + int(table.column(_F_AGG[v])[row])]}
 
     # ------------------------------------------------------------------ score
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
