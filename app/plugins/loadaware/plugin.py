@@ -154,6 +154,10 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
+        #: The oldest ``updateTime`` (seconds) of the NodeMetrics in the table's rows (-inf for one without;
+        #: +inf with none), or None when a row's NodeMetric changed since it was worked out: see
+        #: :meth:`_all_fresh`.
+        self._oldest_update: float | None = None
         #: Assigned pods' estimates by what they are worked out from (see :meth:`_assign_estimate`).
         self._assign_estimates: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
         #: Incoming pods' estimates by :meth:`_estimate_key` (see :meth:`_estimate`; cleared when full).
@@ -309,16 +313,22 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             load = self.loads.get(name)
             metric = load.metric if load is not None else None
             if load is None or metric is None:
+                if table.column(_STATE)[row] != _NO_METRIC:
+                    self._oldest_update = None  # the row leaves the NodeMetrics' oldest
                 table.column(_STATE)[row] = _NO_METRIC
                 for v in (0, 1):
                     table.column(_F_ON[v])[row] = False
                     table.column(_F_LIM[v])[row] = 0  # nothing checked
                 continue
             has_usage = metric.node_usage is not None
-            table.column(_STATE)[row] = _HAS_METRIC if has_usage else _NIL_NODE_METRIC
+            state_value = _HAS_METRIC if has_usage else _NIL_NODE_METRIC
             # no updateTime: -inf, not NaN, so that the expiry test can be one comparison (see _fresh)
-            update = metric.update_time
-            table.column(_UPDATE)[row] = update if not math.isnan(update) else -math.inf
+            update = metric.update_time if not math.isnan(metric.update_time) else -math.inf
+            # a pod's assignment (most flushes) leaves both as they are; anything else may move the oldest
+            if table.column(_STATE)[row] != state_value or table.column(_UPDATE)[row] != update:
+                self._oldest_update = None
+            table.column(_STATE)[row] = state_value
+            table.column(_UPDATE)[row] = update
             plain: Vec | int = load.plain_base() or 0
             prod = load.prod_base()
             table.column(_PLAIN)[row] = plain
@@ -403,6 +413,27 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         """``isNodeMetricExpired``: ``~_fresh(update, now)`` in one comparison (see :meth:`_fresh`)."""
         return now - update >= self.args.node_metric_expiration_seconds
 
+    def _all_fresh(self, now: float) -> bool:
+        """Whether no row of the node table holds an expired NodeMetric at ``now`` (seconds): then every
+        node with a NodeMetric is fresh, and :meth:`filter_nodes` and :meth:`score_nodes` skip the per-node
+        expiry test (four to six numpy calls over the batch, ~5-7 us each call).
+
+        Exact: ``now - u`` never decreases as ``u`` decreases (IEEE subtraction rounds monotonically), so a
+        fresh oldest ``updateTime`` means a fresh one on every row. The oldest is kept in
+        :attr:`_oldest_update` and worked out again (one pass over the table) only after :meth:`_flush`
+        changed a row's NodeMetric state or updateTime; a pod's assignment, which dirties a row on every
+        bind, changes neither. A row freed by a deleted node is zeroed (no NodeMetric), which can only raise
+        the true oldest, so the kept one stays a lower bound and the answer stays exact or conservative.
+        Call after :meth:`_flush`.
+        """
+        oldest = self._oldest_update
+        if oldest is None:
+            table = self.handle.snapshot.table
+            with_metric = table.column(_STATE) != _NO_METRIC
+            oldest = float(table.column(_UPDATE)[with_metric].min()) if with_metric.any() else math.inf
+            self._oldest_update = oldest
+        return bool(now - oldest < self.args.node_metric_expiration_seconds)
+
     # ------------------------------------------------------------------ filter
     def filter_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterFailures:
         """Failing positions with upstream's reasons (see the module docstring).
@@ -422,7 +453,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         exceed = table.column(_F_LIM[v]).take(rows, axis=0) > self._estimate(state, pod).filter_bound
         hit = _any_per_row(exceed)
         failures: FilterFailures = {}
-        if self.args.filter_expired_node_metrics:
+        if self.args.filter_expired_node_metrics and not self._all_fresh(state.now):
             expired = table.column(_F_ON[v]).take(rows) & self._expired(table.column(_UPDATE).take(rows), state.now)
             if expired.any():
                 if not self.args.enable_schedule_when_node_metrics_expired:
@@ -467,8 +498,9 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._flush()
         table = self.handle.snapshot.table
         rows = nodes.rows
-        fresh = self._fresh(table.column(_UPDATE).take(rows), state.now)
-        valid = (table.column(_STATE).take(rows) == _HAS_METRIC) & fresh
+        valid = table.column(_STATE).take(rows) == _HAS_METRIC
+        if not self._all_fresh(state.now):
+            valid &= self._fresh(table.column(_UPDATE).take(rows), state.now)
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
         agg = self.args.aggregated
         if prod:
