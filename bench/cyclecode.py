@@ -57,7 +57,7 @@ from app.client.watch import decode_event
 from app.server import extender_routes
 from app.server.app import create_app, freeze_after_load
 from app.sources.events import EVENT_TYPES, Event
-from bench.cycle import new_pods, num_feasible_nodes_to_find, require_at_least
+from bench.cycle import interpreter, new_pods, num_feasible_nodes_to_find, require_at_least
 from bench.extender import BenchFailure, InMemorySource, build_cluster
 from bench.fakeapi import PODS, FakeAPI
 
@@ -182,6 +182,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_ms_per_pod_rounds": [round(x, 3) for x in per_pod_ms],
         "per_pod_us": {s: round(statistics.median(r[s] for r in rounds) / args.pods * 1e6, 1) for s in STEPS},
         "watch_events_per_pod": 3,
+        "python": interpreter(),
     }
 
 

@@ -7,6 +7,7 @@ pod (created, bound, running: three watch events) and positivity are checked.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,12 @@ def test_cycle_bench_prints_result_json() -> None:
     n, c = noop["cpu_ms_per_pod"], result["cpu_ms_per_pod"]
     assert (n - 0.0005) / (c + 0.0005) - 0.0005 <= result["floor_ratio"] <= (n + 0.0005) / (c - 0.0005) + 0.0005
     assert result["decisions"] == 60 and len(result["decision_digest"]) == 16
+    # the interpreter is part of the figure: the same code costs ~10 % less on an optimised CPython build
+    assert result["python"] == {
+        "version": platform.python_version(),
+        "executable": sys.executable,
+        "compiler": platform.python_compiler(),
+    }
 
 
 def test_cycle_bench_decisions_repeat_on_a_fixed_seed() -> None:
@@ -76,3 +83,4 @@ def test_cycle_bench_memory_mode() -> None:
     assert mem["nodes"] == 50
     assert mem["rss_mb"] > 10
     assert 50 * 16 <= mem["pods_in_cache"] <= 50 * 24  # 16-24 running pods per node, all listed
+    assert result["python"]["version"] == platform.python_version()

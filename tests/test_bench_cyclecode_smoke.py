@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,8 @@ def test_cyclecode_bench_prints_result_json() -> None:
     assert len(result["cpu_ms_per_pod_rounds"]) == 3
     assert min(result["cpu_ms_per_pod_rounds"]) <= result["cpu_ms_per_pod"] <= max(result["cpu_ms_per_pod_rounds"])
     assert result["cpu_ms_per_pod"] > 0
+    assert result["python"]["version"] == platform.python_version()
+    assert result["python"]["executable"] == sys.executable
     rounds = result["cpu_ms_per_pod_rounds"]
     assert result["cpu_ms_per_pod_mean"] == pytest.approx(sum(rounds) / len(rounds), abs=1e-3)
     assert set(result["per_pod_us"]) == {"watch", "filter", "prioritize", "bind"}
