@@ -5,6 +5,9 @@
 #
 # In Kubernetes (manifests/, kustomize) the same image runs as `koord scheduler --role extender` beside
 # kube-scheduler, `--role webhooks` and `koord manager`, with in-cluster config, TLS and --config.
+# The image's CPython is built with profile-guided and link-time optimisation (--enable-optimizations
+# --with-lto): the service spends ~7 % less CPU per pod on it than on a plain source build of CPython, such as
+# pyenv's default (docs/performance.md, round 17). Keep an optimised build when changing the base image.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
