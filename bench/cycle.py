@@ -99,7 +99,7 @@ IDLE_WINDOW_S = 0.25
 
 def interpreter() -> dict[str, str]:
     """The Python that ran the bench, for its JSON: ``{"version": "3.11.7", "executable": path, "compiler":
-    "GCC 12.2.0"}``. The same code costs ~10 % less CPU on a CPython built with profile-guided and link-time
+    "GCC 12.2.0"}``. The same code costs ~7 % less CPU on a CPython built with profile-guided and link-time
     optimisation (the ``python:3.11-slim`` image's, a distribution's) than on a plain source build such as
     pyenv's default (docs/performance.md, round 17), so a figure is compared only with figures of the same
     interpreter."""
