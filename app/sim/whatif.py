@@ -16,8 +16,8 @@ by the reason most nodes failed with; past them, the service's ``POST /apis/v1/e
 kube-scheduler let through (a failing PreFilter, else the first failing filter of each node, the most
 common one).
 
-What each run measured is in :class:`ConfigurationResult` (:mod:`app.sim.whatifreport` computes the
-figures and draws the table and the plot).
+What each run measured is in :class:`~app.sim.whatifresult.ConfigurationResult` (:mod:`app.sim.whatifreport`
+computes the figures and draws the table and the plot).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import gc
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,8 @@ from app.framework.config import SchedulerConfig
 from app.sim.kubefit import KubeFit
 from app.sim.service import InProcessService, settle
 from app.sim.transport import AsyncPoster
-from app.sim.whatifreport import ClusterFigures, measure_cluster
+from app.sim.whatifreport import measure_cluster
+from app.sim.whatifresult import ConfigurationResult, WhatIfResult
 from app.sim.whatifworkload import gang_of, is_pending, queue_order
 
 #: How a pod is named in results: ``namespace/name``.
@@ -63,60 +64,6 @@ class Configuration:
 
     name: str
     config: SchedulerConfig
-
-
-@dataclass
-class ConfigurationResult:
-    """What one configuration's run placed and measured.
-
-    Attributes:
-        name: the configuration's name.
-        placements: pod (``namespace/name``) -> node, or None when it stayed unschedulable; in queue order.
-        reasons: pod -> why it is unschedulable (``Plugin: reason``).
-        figures: the cluster after the run (:class:`~app.sim.whatifreport.ClusterFigures`).
-        gangs: planned / completed / failed gangs among the pods placed.
-        wall_seconds: the scheduling loop's wall time (service start and cluster load excluded).
-        load_seconds: starting the service on the cluster files.
-        cpu_seconds: CPU time of the whole run in its process (load, scheduling on both sides of the HTTP
-            verbs, measuring): what the run costs on an idle core.
-    """
-
-    name: str
-    placements: dict[str, str | None] = field(default_factory=dict)
-    reasons: dict[str, str] = field(default_factory=dict)
-    figures: ClusterFigures | None = None
-    gangs: dict[str, int] = field(default_factory=lambda: {"planned": 0, "completed": 0, "failed": 0})
-    wall_seconds: float = 0.0
-    load_seconds: float = 0.0
-    cpu_seconds: float = 0.0
-
-    @property
-    def placed(self) -> int:
-        """Pods bound."""
-        return sum(1 for n in self.placements.values() if n is not None)
-
-    def unschedulable_by_reason(self) -> dict[str, int]:
-        """Unschedulable pods counted by reason, most first (ties: by reason)."""
-        counts = Counter(self.reasons.values())
-        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-    def to_json(self) -> dict[str, Any]:
-        """The configuration's object of ``-o json`` (see docs/whatif.md)."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "pods": len(self.placements),
-            "placed": self.placed,
-            "unschedulable": len(self.placements) - self.placed,
-            "unschedulableByReason": self.unschedulable_by_reason(),
-        }
-        if self.figures is not None:
-            out |= self.figures.to_json()
-        out["gangs"] = dict(self.gangs)
-        out["placements"] = dict(self.placements)
-        out["wallSeconds"] = round(self.wall_seconds, 2)
-        out["loadSeconds"] = round(self.load_seconds, 2)
-        out["cpuSeconds"] = round(self.cpu_seconds, 2)
-        return out
 
 
 def _key(pod: dict[str, Any]) -> str:
@@ -386,30 +333,6 @@ def run_configuration(
         gc.collect()
     result.load_seconds = loaded
     return result
-
-
-@dataclass
-class WhatIfResult:
-    """Every configuration's result, in the order given, and the pods they placed differently."""
-
-    configurations: list[ConfigurationResult]
-
-    def changed(self) -> list[dict[str, Any]]:
-        """Pods whose node differs between configurations: ``{"pod", "nodes": {configuration: node or None}}``,
-        in the first configuration's queue order."""
-        out: list[dict[str, Any]] = []
-        if not self.configurations:
-            return out
-        first = self.configurations[0]
-        for pod in first.placements:
-            nodes = {c.name: c.placements.get(pod) for c in self.configurations}
-            if len(set(nodes.values())) > 1:
-                out.append({"pod": pod, "nodes": nodes})
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"configurations": [...], "changed": [...]}`` (``koord sim whatif -o json``)."""
-        return {"configurations": [c.to_json() for c in self.configurations], "changed": self.changed()}
 
 
 def _run_one(

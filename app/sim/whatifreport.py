@@ -18,7 +18,6 @@ Measured on the service's cache after the run (:func:`measure_cluster`, on the s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +28,12 @@ from app.plugins.loadaware.args import LoadAwareSchedulingArgs
 from app.plugins.loadaware.estimator import estimate_pod
 from app.sim.allocations import read_gpu_usage
 from app.sim.trace import MILLI_PER_GPU
+from app.sim.whatifresult import ClusterFigures, WhatIfResult
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from app.sim.service import InProcessService
-    from app.sim.whatif import WhatIfResult
 
 #: Resources the utilisation figures cover.
 RESOURCES: tuple[str, ...] = ("cpu", "memory")
@@ -50,23 +49,6 @@ def spread(values: list[float]) -> dict[str, float | None]:
         "p90": round(float(np.percentile(arr, 90)), 2),
         "max": round(float(arr.max()), 2),
     }
-
-
-@dataclass
-class ClusterFigures:
-    """The figures of the module docstring; ``per_node_*`` keep each node's percent for the plot."""
-
-    requested: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    estimated: dict[str, Any] = field(default_factory=dict)
-    gpu: dict[str, Any] = field(default_factory=dict)
-    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)
-    per_node_requested_cpu: list[float] = field(default_factory=list)
-    per_node_estimated_cpu: list[float] = field(default_factory=list)
-    cpu_threshold: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """``requested``, ``estimated``, ``gpu``, ``quotas``."""
-        return {"requested": self.requested, "estimated": self.estimated, "gpu": self.gpu, "quotas": self.quotas}
 
 
 def _load_aware_args(service: InProcessService) -> tuple[LoadAwareSchedulingArgs, bool]:
