@@ -57,11 +57,15 @@ class LiveServer:
         **app_kwargs: Any,
     ) -> None:
         self.app = create_app(source, config, registry=registry, **app_kwargs)
-        self.port = free_port()
+        # The socket is bound here and handed to uvicorn, so no other test (another pytest-xdist worker
+        # included) can take the port between choosing it and listening on it.
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = int(self.sock.getsockname()[1])
         self.server = uvicorn.Server(
             uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
         )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.url, timeout=10.0)
 
@@ -81,6 +85,7 @@ class LiveServer:
         self.client.close()
         self.server.should_exit = True
         self.thread.join(timeout=10)
+        self.sock.close()
 
     @property
     def service(self) -> Any:

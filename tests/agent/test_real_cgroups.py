@@ -145,6 +145,7 @@ def _observe(tree: CgroupTree, rel: str, agent: Agent, seconds: float) -> tuple[
     return _median(quotas), _median(targets), _median(ls_cores)
 
 
+@pytest.mark.serial  # busy loops measured against a core: not beside other tests
 def test_be_cpu_falls_to_the_cfs_quota_target_when_ls_load_rises_and_recovers(
     cgtree: CgroupTree, cluster: Path, tmp_path: Path
 ) -> None:
@@ -343,6 +344,7 @@ def test_a_pod_uid_that_would_escape_the_cgroup_root_is_never_touched(
     assert root_shares == "1024"
 
 
+@pytest.mark.serial  # busy loops measured against a core: not beside other tests
 def test_host_applications_are_measured_reported_and_left_out_of_system_usage(
     cgtree: CgroupTree, cluster: Path, tmp_path: Path
 ) -> None:
