@@ -667,12 +667,12 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
     try:
         stack.wait_ready()
         stack.wait_idle()
-        idle = stack.idle_rate()
+        idle = stack.idle_rate(args.idle_seconds)
         noop_idle = 0.0
         if with_noop:
             stack.wait_noop_ready()
             stack.wait_idle(proc=stack.noop_proc)
-            noop_idle = stack.idle_rate(proc=stack.noop_proc)
+            noop_idle = stack.idle_rate(args.idle_seconds, proc=stack.noop_proc)
             # warm the no-op as the service is warmed by its load: first-use imports and connections
             play_round(stack, argparse.Namespace(**{**vars(args), "pods": 20}), 10_000, noop_idle, {}, noop=True)
         if args.profile:
@@ -720,7 +720,7 @@ def run_cycle(args: argparse.Namespace) -> dict[str, Any]:
         t1 = stack.wait_idle()
         wcpu = stack.cpu() - c0 - IDLE_CPU_S
         wwall = max(1e-6, t1 - t0)
-        floor, client_floor = http_floor(filter_body, 2000, stack.tmp.name)
+        floor, client_floor = http_floor(filter_body, args.floor_calls, stack.tmp.name)
     finally:
         stack.close()
     cpu_ms = float(np.median([r.net for r in rounds]))
@@ -820,10 +820,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="leave out the no-op extender's rounds (noop_extender, floor_ratio)",
     )
     p.add_argument(
+        "--floor-calls",
+        type=int,
+        default=2000,
+        help="requests of each HTTP floor measure (http_floor; default 2000; fewer: a quicker, rougher floor)",
+    )
+    p.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=2.0,
+        help="seconds over which the idle CPU rate is measured (idle_cpu_ms_per_s; default 2.0)",
+    )
+    p.add_argument(
         "--pin", action="store_true", help="run the service on a CPU of its own (steadier CPU figures on 2 CPUs)"
     )
     args = p.parse_args(argv)
-    require_at_least(p, args, 1, ("nodes", "pods", "touches", "memory_nodes", "repeat"))
+    require_at_least(p, args, 1, ("nodes", "pods", "touches", "memory_nodes", "repeat", "floor_calls"))
+    require_at_least(p, args, 0.1, ("idle_seconds",))
     if args.server == "granian" and importlib.util.find_spec("granian") is None:
         p.error("--server granian needs the granian package (not a dependency of the service): pip install granian")
     return args

@@ -18,6 +18,10 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "cycle.py"
 
 
+#: The quick knobs of a smoke run: a floor of 200 requests instead of 2,000, an idle rate over 0.3 s instead of 2 s.
+QUICK = ("--floor-calls", "200", "--idle-seconds", "0.3")
+
+
 def run(*args: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
@@ -28,7 +32,7 @@ def run(*args: str) -> dict:
 
 
 def test_cycle_bench_prints_result_json() -> None:
-    result = run("--nodes", "120", "--pods", "30", "--touches", "200", "--repeat", "2")
+    result = run("--nodes", "120", "--pods", "30", "--touches", "200", "--repeat", "2", *QUICK)
     assert result["nodes"] == 120 and result["pods"] == 30
     assert len(result["cpu_ms_per_pod_rounds"]) == 2  # the median of the rounds is cpu_ms_per_pod
     assert min(result["cpu_ms_per_pod_rounds"]) <= result["cpu_ms_per_pod"] <= max(result["cpu_ms_per_pod_rounds"])
@@ -68,12 +72,12 @@ def test_cycle_bench_prints_result_json() -> None:
 
 def test_cycle_bench_decisions_repeat_on_a_fixed_seed() -> None:
     """Two runs of the same seed bind every pod to the same node (the digest the builds are compared by)."""
-    a = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor")
-    b = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor")
+    a = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor", *QUICK)
+    b = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor", *QUICK)
     assert "noop_extender" not in a and "floor_ratio" not in a
     assert a["decisions"] == 20
     assert a["decision_digest"] == b["decision_digest"]
-    c = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor", "--seed", "2")
+    c = run("--nodes", "120", "--pods", "20", "--touches", "10", "--no-floor", "--seed", "2", *QUICK)
     assert c["decision_digest"] != a["decision_digest"]  # the digest does see the decisions
 
 
@@ -84,3 +88,15 @@ def test_cycle_bench_memory_mode() -> None:
     assert mem["rss_mb"] > 10
     assert 50 * 16 <= mem["pods_in_cache"] <= 50 * 24  # 16-24 running pods per node, all listed
     assert result["python"]["version"] == platform.python_version()
+
+
+def test_quick_knobs_are_checked_like_the_other_sizes() -> None:
+    """``--floor-calls`` and ``--idle-seconds`` below their least values are usage errors (exit 2), not a bench
+    that divides by zero or measures nothing."""
+    for flag, value, least in (("--floor-calls", "0", "1"), ("--idle-seconds", "0", "0.1")):
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), flag, value], capture_output=True, timeout=60, check=False, env=env
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert f"{flag} must be >= {least}" in proc.stderr.decode()
