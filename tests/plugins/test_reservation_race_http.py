@@ -12,6 +12,7 @@ Reservations' remainders within its allocatable.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,8 @@ def test_racing_binds_keep_every_reservation_whole(race: tuple[LiveServer, list[
         assert info.node_name == out.bound[info.name]
     store = srv.service.framework.plugin("Reservation").store
     # the controller records the owners: allocate-once Reservations with one become Succeeded
-    wait_for(lambda: all(store.by_name[f"r{i}"].phase != "Available" or not store.pods_of.get(f"r{i}") for i in range(6)))
+    once = [f"r{i}" for i in range(6)]
+    wait_for(lambda: all(store.by_name[r].phase != "Available" or not store.pods_of.get(r) for r in once))
     takers: dict[str, list[str]] = {}
     for p in pods:
         ref = allocated_ref(cache.pods[p["metadata"]["uid"]].annotations)
@@ -101,8 +103,10 @@ def test_racing_binds_keep_every_reservation_whole(race: tuple[LiveServer, list[
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 ORDER = "scheduling.koordinator.sh/reservation-order"
+DB = {"app": "db"}
 
 
+@contextmanager
 def _nominated_then_taken(tmp_path: Path, objects: list[dict[str, Any]]) -> Iterator[tuple[LiveServer, str]]:
     """Serve ``objects``; filter and score web-b on n1, bind web-a to n1 (into r1), then bind web-b to n1;
     yields the server and web-b's bind error."""
@@ -132,7 +136,7 @@ def test_bind_takes_another_reservation_on_the_node(tmp_path: Path) -> None:
         pod("web-a", "1", "1Gi", labels=WEB),
         pod("web-b", "1", "1Gi", labels=WEB),
     ]
-    for srv, error in _nominated_then_taken(tmp_path, objects):
+    with _nominated_then_taken(tmp_path, objects) as (srv, error):
         assert error == ""
         assert _owners(srv, "r1") == ["web-a"] and _owners(srv, "r2") == ["web-b"]
         wait_for(lambda: ALLOCATED in srv.service.cache.pods["uid-web-b"].annotations)
@@ -147,7 +151,7 @@ def test_bind_falls_back_to_the_node_free_capacity(tmp_path: Path) -> None:
         pod("web-a", "1", "1Gi", labels=WEB),
         pod("web-b", "1", "1Gi", labels=WEB),
     ]
-    for srv, error in _nominated_then_taken(tmp_path, objects):
+    with _nominated_then_taken(tmp_path, objects) as (srv, error):
         assert error == ""
         assert _owners(srv, "r1") == ["web-a"]
         assert srv.service.cache.pods["uid-web-b"].node_name == "n1"
@@ -162,11 +166,11 @@ def test_bind_fails_cleanly_when_nothing_is_left(tmp_path: Path) -> None:
     objects = [
         node("n1", cpu="3"),
         reservation("r1", cpu="1", memory="1Gi", node_name="n1"),
-        reservation("r-db", cpu="2", memory="1Gi", node_name="n1", owners=[{"labelSelector": {"matchLabels": {"app": "db"}}}]),
+        reservation("r-db", cpu="2", memory="1Gi", node_name="n1", owners=[{"labelSelector": {"matchLabels": DB}}]),
         pod("web-a", "1", "1Gi", labels=WEB),
         pod("web-b", "1", "1Gi", labels=WEB),
     ]
-    for srv, error in _nominated_then_taken(tmp_path, objects):
+    with _nominated_then_taken(tmp_path, objects) as (srv, error):
         assert error == "Reservation: Insufficient cpu (reserved)"
         assert _owners(srv, "r1") == ["web-a"]
         assert srv.service.cache.pods["uid-web-b"].node_name == ""

@@ -8,9 +8,9 @@ not held back by taints), the affinity's selectors must match R's labels, and wi
 ``exact-match-reservation`` the pod must request exactly R's allocatable for the listed resources.
 An ``allocateOnce`` Reservation that already has an owner, bound or only assumed by a binding in flight, is
 no candidate for any other pod, though it stays ``Available`` until the controller marks it ``Succeeded``
-(upstream's ``prepareMatchReservationState`` skips it the same way). Pods labelled ``reservation-ignored=true`` and reserve pods use
-no reservation. Candidates come from the owner index, so a pod that owns nothing costs a few dict
-lookups however many reservations exist.
+(upstream's ``prepareMatchReservationState`` skips it the same way). Pods labelled
+``reservation-ignored=true`` and reserve pods use no reservation. Candidates come from the owner index, so
+a pod that owns nothing costs a few dict lookups however many reservations exist.
 """
 
 from __future__ import annotations
