@@ -130,7 +130,9 @@ class ReservationStore(CacheListener):
         if not info.allocate_once:
             return False
         owners = self.pods_of.get(info.name)
-        return bool(owners) and (len(owners) > 1 or uid not in owners)
+        if not owners:
+            return False
+        return len(owners) > 1 or uid not in owners
 
     def remaining(self, name: str) -> dict[str, int]:
         """allocatable - allocated, floored at 0, per allocatable resource (all zero when inactive)."""
