@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,11 +90,22 @@ class SchedulerLoop:
         nodes: the Node objects kube-scheduler lists.
         seed: tie-breaks among the best-scored nodes and the order of the queue.
         binders: binding goroutines (threads) at once.
+        bind_delay: seconds (drawn uniformly, seeded) a binding goroutine waits before its ``/bind``, as
+            kube-scheduler's runs the Permit and PreBind of its own plugins first: the next pods are filtered
+            and scored meanwhile, with the pod still absent from the extender's view.
     """
 
-    def __init__(self, url: str, nodes: list[dict[str, Any]], seed: int, binders: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        nodes: list[dict[str, Any]],
+        seed: int,
+        binders: int = 8,
+        bind_delay: tuple[float, float] = (0.0, 0.02),
+    ) -> None:
         self.url = url
         self.rng = random.Random(seed)
+        self.bind_delay = bind_delay
         self.alloc = {
             n["metadata"]["name"]: {
                 r: resource_value(r, n["status"]["allocatable"][r]) for r in (*KUBE_RESOURCES, "pods")
@@ -130,10 +142,11 @@ class SchedulerLoop:
             client = self.local.client = httpx.Client(base_url=self.url, timeout=30.0)
         return client
 
-    def _bind(self, pod: dict[str, Any], node: str) -> str:
+    def _bind(self, pod: dict[str, Any], node: str, delay: float) -> str:
         meta = pod["metadata"]
         body = {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
         try:
+            time.sleep(delay)
             resp = self._bind_client().post("/bind", json=body)
             assert resp.status_code == 200, resp.text
             return str(resp.json().get("Error") or "")
@@ -174,7 +187,9 @@ class SchedulerLoop:
                 with self.lock:
                     self._charge(node, req, +1)  # kube-scheduler's assume
                     self.in_flight += 1
-                futures.append((pod, node, req, self.pool.submit(self._bind, pod, node)))
+                futures.append(
+                    (pod, node, req, self.pool.submit(self._bind, pod, node, self.rng.uniform(*self.bind_delay)))
+                )
             retry = []
             progressed = False
             for pod, node, req, fut in futures:
