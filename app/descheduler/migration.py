@@ -17,9 +17,18 @@ One :meth:`MigrationController.reconcile` pass moves every unfinished job one st
   ``app.kubernetes.io/created-by: koord-descheduler``, annotation
   ``scheduling.koordinator.sh/pod-migration-job`` = the job's name, required node affinity
   ``metadata.name NotIn [current node]``; wait until it is ``Available`` (``Failed``/expired ⇒
-  ``Failed`` / ``ReservationExpired``); evict the pod; wait for a pod bound to the reservation
-  (``reservation-allocated`` names its uid, ``WaitForPodBindReservation``) and Ready
-  (``WaitForBoundPodReady``) ⇒ ``Succeeded`` with ``status.podRef`` = the new pod.
+  ``Failed`` / ``ReservationExpired``); when another pod already holds it, do not evict: ``Failed`` /
+  ``ForbiddenMigratePod`` ("Reservation is already bound by another Pod", upstream's
+  ``abortJobIfReservationBoundByAnotherPod``); else evict the pod; wait for a pod bound to the reservation
+  (``reservation-allocated`` names its uid, else ``status.currentOwners``; ``WaitForPodBindReservation``) and
+  Ready (``WaitForBoundPodReady``) ⇒ ``Succeeded`` with ``status.podRef`` = the new pod.
+- Replacements that race (issue 45): when several evicted pods of one workload are replaced at once, a
+  replacement may bind into another job's Reservation (that job then succeeds with it: any owner counts, as
+  upstream's ``GetBoundPod``) or onto free capacity when the Reservation it was scored for was taken first.
+  A job whose Reservation is still unowned once no pod of its owners is pending, while a pod of its owners
+  created since the eviction runs outside every Reservation and is no other job's new pod, ends in that
+  pass with that pod as ``status.podRef``: ``Succeeded`` when it runs on another node than the evicted pod,
+  else ``Failed`` / ``ForbiddenMigratePod``; its Reservation is deleted at once (upstream waits for the TTL).
 
 Status writes are merge patches on the status subresource; times are epoch seconds.
 """
@@ -138,6 +147,54 @@ def _ready(pod: dict[str, Any]) -> bool:
     )
 
 
+def _owned(pod: dict[str, Any], owners: list[dict[str, Any]]) -> bool:
+    """Whether ``pod`` matches one of the owners :func:`reservation_for` writes: its controller (uid, else
+    name and kind, and namespace) or the pod itself (uid, else namespace and name). Other owner shapes (a
+    Reservation not made by this controller) match nothing here."""
+    meta = pod.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    controller = _controller_of(pod) or {}
+    for owner in owners:
+        ctl = owner.get("controller")
+        if isinstance(ctl, dict) and controller:
+            if (ctl.get("namespace") or namespace) != namespace:
+                continue
+            if ctl.get("uid") and ctl.get("uid") == controller.get("uid"):
+                return True
+            if not ctl.get("uid") and (ctl.get("kind"), ctl.get("name")) == (
+                controller.get("kind"),
+                controller.get("name"),
+            ):
+                return True
+        obj = owner.get("object")
+        if not isinstance(obj, dict) or (obj.get("namespace") or "default") != namespace:
+            continue
+        if obj.get("uid") == meta.get("uid") if obj.get("uid") else obj.get("name") == meta.get("name"):
+            return True
+    return False
+
+
+def _created(obj: dict[str, Any]) -> float | None:
+    """``metadata.creationTimestamp`` in epoch seconds, or None when absent or malformed."""
+    raw = (obj.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return parse_time(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _evicted_at(job: dict[str, Any]) -> float | None:
+    """When the job's eviction completed (its ``Eviction`` condition's transition time, whole seconds as
+    metav1.Time keeps them), else the job's creation; None when neither parses."""
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Eviction" and cond.get("lastTransitionTime"):
+            try:
+                return parse_time(cond["lastTransitionTime"])
+            except ValueError:
+                break
+    return _created(job)
+
+
 class MigrationController:
     """Reconciles PodMigrationJobs held in ``cache`` and writes through ``client``.
 
@@ -159,6 +216,8 @@ class MigrationController:
     ) -> None:
         self.cache, self.client, self.args, self.clock = cache, client, args, clock
         self.evictor = evictor or PodEvictor(client, attempts=1)
+        #: uids of pods named as some job's new pod, rebuilt at each :meth:`reconcile`.
+        self._claimed: set[str] = set()
 
     # ---------------------------------------------------------------------------------- helpers
     def _jobs(self) -> list[dict[str, Any]]:
@@ -247,6 +306,12 @@ class MigrationController:
     # -------------------------------------------------------------------------------- reconcile
     async def reconcile(self) -> None:
         """Move every unfinished job one step; an API failure on one job is logged and retried next pass."""
+        #: pods already named as a job's new pod (``status.podRef``): no second job takes one as its replacement
+        self._claimed = {
+            str(((j.get("status") or {}).get("podRef") or {}).get("uid") or "")
+            for j in self._jobs()
+            if (j.get("status") or {}).get("phase") in TERMINAL
+        } - {""}
         for job in self._jobs():
             phase = (job.get("status") or {}).get("phase") or "Pending"
             if phase in TERMINAL or (job.get("spec") or {}).get("paused"):
@@ -308,6 +373,81 @@ class MigrationController:
         await self._status(job, condition={"type": "Eviction", "reason": "EvictComplete"})
         return True
 
+    def _bound_pod(self, reservation: dict[str, Any], ruid: str) -> dict[str, Any] | None:
+        """The pod bound to the Reservation (upstream ``GetBoundPod``): one whose ``reservation-allocated``
+        names its uid, else the first of ``status.currentOwners`` the cache holds; None when it has none."""
+        for uid, info in self.cache.pods.items():
+            allocated = allocated_ref(info.annotations)
+            if allocated is not None and ruid and allocated[1] == ruid and uid in self.cache.pod_objects:
+                return self.cache.pod_objects[uid]
+        for owner in (reservation.get("status") or {}).get("currentOwners") or []:
+            if isinstance(owner, dict) and (found := self._pod(owner)) is not None:
+                return found
+        return None
+
+    async def _bound_elsewhere(self, job: dict[str, Any], reservation: dict[str, Any], rname: str) -> bool:
+        """End a job whose evicted pod's replacement was bound outside its Reservation (koordinator-py; upstream
+        waits for the TTL). Returns whether the job ended.
+
+        That is so when the Reservation is still unowned after the eviction, no pod of its owners is pending
+        (none is left to take it), and a pod of its owners created since the eviction is bound without a
+        Reservation and is no other job's new pod: replacements raced (one bound into another job's
+        Reservation, or onto free capacity when the Reservation it was scored for was taken first, issue 45).
+        The replacement becomes ``status.podRef`` (one per job, a pod off the job's node first); the job is
+        ``Succeeded`` when it runs on another node than the evicted pod did, else ``Failed`` with upstream's
+        ``ForbiddenMigratePod``; the unused Reservation is deleted at once, not left holding capacity until
+        it expires.
+        """
+        owners = [o for o in (reservation.get("spec") or {}).get("owners") or [] if isinstance(o, dict)]
+        if not owners:
+            return False
+        since = _evicted_at(job)
+        candidates: list[tuple[int, str, dict[str, Any]]] = []
+        source_node = (job.get("status") or {}).get("nodeName") or ""
+        for uid, info in self.cache.pods.items():
+            obj = self.cache.pod_objects.get(uid) if uid in self.cache.pod_objects else None
+            if obj is None or not _owned(obj, owners) or info.terminated:
+                continue
+            if (obj.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            if not info.node_name:
+                return False  # a pending replacement may still take the Reservation
+            if uid in self._claimed or allocated_ref(info.annotations) is not None:
+                continue
+            created = _created(obj)
+            if since is None or created is None or created < since:
+                continue
+            candidates.append((int(info.node_name == source_node), info.key, obj))
+        if not candidates:
+            return False
+        _, _, replacement = min(candidates, key=lambda c: (c[0], c[1]))
+        meta = replacement["metadata"]
+        new_ref = {"namespace": meta.get("namespace") or "default", "name": meta["name"], "uid": meta.get("uid", "")}
+        self._claimed.add(str(meta.get("uid") or ""))
+        await self._drop_reservation(job)
+        old = (job.get("spec") or {}).get("podRef") or {}
+        node = (replacement.get("spec") or {}).get("nodeName") or ""
+        evicted = f'Pod "{old.get("namespace") or "default"}/{old.get("name")}"'
+        placed = f'"{new_ref["namespace"]}/{new_ref["name"]}" was bound to node "{node}" outside Reservation "{rname}"'
+        if node and node == source_node:
+            await self._status(
+                job,
+                phase="Failed",
+                reason="ForbiddenMigratePod",
+                message=f"{evicted} has been evicted but its replacement {placed}, the node it left",
+                podRef=new_ref,
+            )
+            return True
+        await self._status(
+            job,
+            phase="Succeeded",
+            reason="",
+            message=f"{evicted} has been evicted; its replacement {placed}",
+            podRef=new_ref,
+            condition={"type": "PodScheduled", "reason": "", "message": f"Assign Pod to node {node!r}"},
+        )
+        return True
+
     async def _reservation_first(
         self, job: dict[str, Any], pod: dict[str, Any] | None, ttl: float, now: float, evicted: bool
     ) -> None:
@@ -357,16 +497,23 @@ class MigrationController:
                         "message": f"reserved on {rstatus.get('nodeName')}",
                     },
                 )
+            ruid = str((reservation.get("metadata") or {}).get("uid") or rref.get("uid") or "")
+            if self._bound_pod(reservation, ruid) is not None or rphase == "Succeeded":
+                # upstream abortJobIfReservationBoundByAnotherPod: never evict for a Reservation gone to another pod
+                await self._status(
+                    job,
+                    phase="Failed",
+                    reason="ForbiddenMigratePod",
+                    message="Reservation is already bound by another Pod",
+                )
+                return
             if pod is not None and not await self._evict(job, pod):
                 return
-        ruid = (reservation.get("metadata") or {}).get("uid") or rref.get("uid")
-        bound = None
-        for uid, info in self.cache.pods.items():
-            allocated = allocated_ref(info.annotations)
-            if allocated is not None and ruid and allocated[1] == ruid and uid in self.cache.pod_objects:
-                bound = self.cache.pod_objects[uid]
-                break
+        ruid = str((reservation.get("metadata") or {}).get("uid") or rref.get("uid") or "")
+        bound = self._bound_pod(reservation, ruid)
         if bound is None:
+            if rphase == PHASE_AVAILABLE and await self._bound_elsewhere(job, reservation, rref["name"]):
+                return
             if status_message(job) != "WaitForPodBindReservation":
                 await self._status(job, message="WaitForPodBindReservation")
             return

@@ -6,9 +6,11 @@ count; otherwise an unschedulable R needs the affinity to tolerate ``node.kubern
 R's NoSchedule/NoExecute taints must be tolerated by the affinity's tolerations (a pod without affinity is
 not held back by taints), the affinity's selectors must match R's labels, and with
 ``exact-match-reservation`` the pod must request exactly R's allocatable for the listed resources.
-Pods labelled ``reservation-ignored=true`` and reserve pods use
-no reservation. Candidates come from the owner index, so a pod that owns nothing costs a few dict
-lookups however many reservations exist.
+An ``allocateOnce`` Reservation that already has an owner, bound or only assumed by a binding in flight, is
+no candidate for any other pod, though it stays ``Available`` until the controller marks it ``Succeeded``
+(upstream's ``prepareMatchReservationState`` skips it the same way). Pods labelled
+``reservation-ignored=true`` and reserve pods use no reservation. Candidates come from the owner index, so
+a pod that owns nothing costs a few dict lookups however many reservations exist.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ def match_pod(store: ReservationStore, pod: PodInfo) -> PodReservations:
         info = store.get(key)
         if info is None or not info.active or not matches_owners(pod, info.owners):
             continue
+        if store.allocated_once(info, pod.uid):
+            continue  # consumed: its owner is bound or assumed, the controller has not marked it Succeeded yet
         if not _admits(affinity, info):
             continue
         if exact and not exact_match(pod.requests, info.allocatable, exact):

@@ -122,6 +122,18 @@ class ReservationStore(CacheListener):
                     total[res] = total.get(res, 0) + value
         return total
 
+    def allocated_once(self, info: ReservationInfo, uid: str = "") -> bool:
+        """Whether ``info`` is ``allocateOnce`` and already holds an owner other than pod ``uid``: a pod
+        allocated to it by Reserve (its binding may still be in flight) or by its annotation. Such a
+        Reservation is consumed: upstream skips it (``IsAllocateOnce() && len(AssignedPods) > 0``) even
+        before the controller marks it ``Succeeded``."""
+        if not info.allocate_once:
+            return False
+        owners = self.pods_of.get(info.name)
+        if not owners:
+            return False
+        return len(owners) > 1 or uid not in owners
+
     def remaining(self, name: str) -> dict[str, int]:
         """allocatable - allocated, floored at 0, per allocatable resource (all zero when inactive)."""
         info = self.by_name.get(name)
