@@ -211,6 +211,9 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _handle(self) -> None:
+            if fake.closed.is_set():  # closed: a kept-alive connection gets no answer either
+                self.close_connection = True
+                return
             url = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
