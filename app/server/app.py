@@ -258,7 +258,7 @@ def create_app(
     if inspection is None and client_auth is not None:
         inspection = certificate_access(client_auth.inspection_names)
     if inspection is not None:
-        app.add_middleware(InspectionGuard, access=inspection)
+        app.add_middleware(InspectionGuard, access=inspection, metrics_only=not serves_inspection(role))
     app.state.inspection = inspection
     if serves_extender(role):
         front: ASGIApp = VerbFastPath(app.stack_call, state=state, max_body_size=max_request_body_bytes)

@@ -65,7 +65,8 @@ class InspectionAccess:
         authenticator: turns credentials into a user (:class:`~app.server.authn.Authenticator`).
         authorizer: decides what the user may read by SubjectAccessReview; None: every authenticated caller
             may read everything (embedded mode: an allowed client certificate).
-        description: one line for the start-up log.
+        description: what a caller needs, for the start-up log (``a bearer token (TokenReview), authorized by
+            ...``).
     """
 
     authenticator: Authenticator
@@ -80,8 +81,7 @@ def certificate_access(names: frozenset[str]) -> InspectionAccess:
     return InspectionAccess(
         Authenticator(None, names),
         None,
-        f"inspection (/apis/v1/..., /ui, /metrics) needs a client certificate of the --client-ca-file CA "
-        f"(CN: {allowed}); /healthz and /readyz are open",
+        f"a client certificate of the --client-ca-file CA (CN: {allowed})",
     )
 
 
@@ -119,8 +119,7 @@ def inspection_access(
         return InspectionAccess(
             Authenticator(review_token, certificate_names, cache_ttl=cache_ttl, timer=timer),
             Authorizer(review_access, allow_ttl=cache_ttl, deny_ttl=cache_ttl, timer=timer),
-            f"inspection (/apis/v1/..., /ui, /metrics) needs a bearer token (TokenReview){certs}, authorized by "
-            f"SubjectAccessReview against {client.host}; /healthz and /readyz are open",
+            f"a bearer token (TokenReview){certs}, authorized by SubjectAccessReview against {client.host}",
         )
     if certificate_names is not None:
         return certificate_access(certificate_names)
@@ -134,15 +133,19 @@ class InspectionGuard:
     Args:
         app: the wrapped application.
         access: the policy.
+        metrics_only: guard ``/metrics`` only (a process that serves no inspection, ``--role webhooks``: its
+            ``/apis/v1/...`` and ``/ui`` answer 404, as any path it does not serve).
     """
 
-    def __init__(self, app: ASGIApp, access: InspectionAccess) -> None:
+    def __init__(self, app: ASGIApp, access: InspectionAccess, metrics_only: bool = False) -> None:
         self.app = app
         self.access = access
+        self.metrics_only = metrics_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the caller of a guarded path; pass the request on when it may."""
-        if scope["type"] != "http" or not guarded(scope["path"]):
+        path = scope["path"] if scope["type"] == "http" else ""
+        if not path or not (path == "/metrics" if self.metrics_only else guarded(path)):
             await self.app(scope, receive, send)
             return
         refusal = await self._refusal(scope)

@@ -3,9 +3,10 @@
 Malformed JSON, valid JSON of the wrong shape, JSON nested deeper than
 :data:`~app.api.jsondepth.MAX_JSON_DEPTH` levels (:func:`decode`: the webhooks, ``/preempt``, ``/bind``,
 ``POST /apis/v1/explain``) and malformed pods are all :class:`BadRequest` (HTTP 400 with ``{"message": ...}``),
-never FastAPI's default 422 nor a 500. The verbs' fast path (:func:`decode_extender_args`) leaves the pod
-undecoded; a deeply nested pod stops at orjson's 1,024 levels or at the pod reader, which wants strings
-where labels and annotations nest (both 400), so the hot path walks nothing more.
+never FastAPI's default 422 nor a 500. A ``/filter`` or ``/prioritize`` body the verbs' fast path
+(:func:`decode_extender_args`, msgspec) takes is not walked for depth: those are kube-scheduler's pods, three
+calls per pod, and the pod reader wants strings where labels and annotations could nest (400); a body msgspec
+refuses for its nesting goes to :func:`decode` and its limit.
 """
 
 from __future__ import annotations
