@@ -332,7 +332,11 @@ def explain(
         str | None, typer.Option(metavar="FILE", help="The pod from a YAML/JSON file instead; - reads stdin.")
     ] = None,
     kubeconfig: Annotated[
-        Path | None, typer.Option(help="kubeconfig to read the pod with (default: as kubectl).")
+        Path | None,
+        typer.Option(
+            help="kubeconfig to read the pod with, whose user's credentials also go to the service (default: as "
+            "kubectl)."
+        ),
     ] = None,
     context: Annotated[str | None, typer.Option(help="The kubeconfig context to use.")] = None,
     server: ServerOpt = DEFAULT_SERVER,
@@ -370,6 +374,8 @@ def explain(
         body=body,
         client_cert=client_certificate,
         client_key=client_key,
+        kubeconfig=kubeconfig,
+        context=context,
     )
     emit(output, answer, lambda wide: render_explain(answer, wide), lambda: feasible_names(answer))
 

@@ -7,64 +7,24 @@ The service runs against the API server (a :class:`~app.sources.kubernetes.Kuber
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
-from app.server.app import create_app
-from app.server.inspectauth import inspection_access
-from app.sources.kubernetes import KubernetesSource
-from tests.client.conftest import TOKEN, write_kubeconfig
-from tests.client.fake_apiserver import FakeAPIServer, status
-from tests.conftest import wire
-from tests.server.servekit import serve
+from tests.client.fake_apiserver import status
+from tests.server.servekit import DelegatedService as Service
+from tests.server.servekit import delegated_service
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 TTL = 10.0
 
 
-def _pod(namespace: str, name: str) -> dict[str, object]:
-    pod = copy.deepcopy(wire("filter.json")["Pod"])
-    pod["metadata"] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
-    return pod
-
-
-@dataclass
-class Service:
-    url: str
-    fake: FakeAPIServer
-    clock: list[float]
-
-    def get(self, path: str, token: str | None = None) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.get(f"{self.url}{path}", headers=headers, timeout=10)
-
-    def advance(self, seconds: float) -> None:
-        self.clock[0] += seconds
-
-
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    fake = FakeAPIServer(tokens={TOKEN})
-    fake.seed("/api/v1/nodes", *wire("filter.nodecache-false.json")["Nodes"]["items"])
-    fake.seed("/api/v1/pods", _pod("team-a", "web"), _pod("team-b", "db"))
-    fake.add_user("alice-token", "alice", ["devs"])
-    fake.add_user("prom-token", "system:serviceaccount:monitoring:prometheus-k8s")
-    source = KubernetesSource(("Node", "Pod"), kubeconfig=write_kubeconfig(tmp_path / "kc", fake.url))
-    clock = [1000.0]
-    access = inspection_access(source, None, timer=lambda: clock[0])
-    assert access is not None
-    app = create_app(source, role="extender", inspection=access)
-    try:
-        with serve(app) as url:
-            yield Service(url, fake, clock)
-    finally:
-        fake.close()
+    with delegated_service(tmp_path) as srv:
+        yield srv
 
 
 def test_no_credentials_is_401_and_nothing_is_asked(service: Service) -> None:

@@ -17,15 +17,11 @@ from fastapi.routing import APIRoute
 from typer.testing import CliRunner
 
 from app.cli.main import cli
-from app.server.app import create_app
 from app.server.clientauth import ClientAuth
-from app.server.inspectauth import inspection_access
 from app.server.tls import CertReloader
-from app.sources.kubernetes import KubernetesSource
-from tests.client.conftest import TOKEN, write_kubeconfig
 from tests.client.fake_apiserver import FakeAPIServer
 from tests.conftest import wire
-from tests.server.servekit import serve
+from tests.server.servekit import delegated_service
 
 OPEN = {"/healthz", "/readyz", "/openapi.json"}
 
@@ -56,30 +52,21 @@ class Shape:
 def _production(tmp_path: Path, certs: Path, role: str) -> Iterator[Shape]:
     """``koord scheduler --role ROLE --tls-cert-file ... --client-ca-file ... --allowed-client-names koord-scheduler
     --allowed-webhook-client-names kube-apiserver`` against the fake API server, wired as the CLI wires it."""
-    fake = FakeAPIServer(tokens={TOKEN})
-    fake.seed("/api/v1/nodes", *wire("filter.nodecache-false.json")["Nodes"]["items"])
-    fake.seed("/api/v1/pods", {**wire("filter.json")["Pod"], "metadata": {"name": "web", "namespace": "team-a"}})
-    source = KubernetesSource(("Node", "Pod"), kubeconfig=write_kubeconfig(tmp_path / "kc", fake.url))
+    tmp_path.mkdir()
     client_auth = ClientAuth(frozenset({"koord-scheduler"}), frozenset({"kube-apiserver"}))
-    app = create_app(
-        source, client_auth=client_auth, role=role, inspection=inspection_access(source, client_auth.inspection_names)
-    )
     tls = CertReloader(certs / "tls.crt", certs / "tls.key", client_ca_file=certs / "ca.crt").context
-    try:
-        with serve(app, tls) as url:
-            yield Shape(url, certs, fake, app)
-    finally:
-        fake.close()
+    with delegated_service(tmp_path, role=role, tls=tls, client_auth=client_auth) as srv:
+        yield Shape(srv.url, certs, srv.fake, srv.app)
 
 
 @pytest.fixture
 def extender(tmp_path: Path, certs: Path) -> Iterator[Shape]:
-    yield from _production(tmp_path, certs, "extender")
+    yield from _production(tmp_path / "extender", certs, "extender")
 
 
 @pytest.fixture
 def webhooks(tmp_path: Path, certs: Path) -> Iterator[Shape]:
-    yield from _production(tmp_path, certs, "webhooks")
+    yield from _production(tmp_path / "webhooks", certs, "webhooks")
 
 
 def _routes(routes: list[object], prefix: str = "") -> Iterator[tuple[str, set[str]]]:
@@ -138,7 +125,7 @@ def test_a_client_certificate_is_an_identity_that_rbac_decides_on(extender: Shap
         assert denied.status_code == 403
         assert denied.json()["message"].startswith('pods "web" is forbidden: User "ops" cannot get resource "pods"')
         extender.fake.grant("ops", verb="get", resource="pods", namespace="team-a")
-        assert ops.get("/apis/v1/pods/team-b/web").status_code == 403
+        assert ops.get("/apis/v1/pods/team-b/db").status_code == 403
         assert extender.fake.reviews("tokenreviews") == []  # a certificate needs no TokenReview
         extender.fake.grant("ops", verb="get", path="/metrics")
         assert ops.get("/metrics").status_code == 200
