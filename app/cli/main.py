@@ -4,7 +4,7 @@
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain pod NAME -n NS`` / ``--pod FILE``: ask a running service why a pod can or cannot go where.
 - ``koord agent``, ``koord manager``, ``koord sim`` (and ``koord sim whatif``), ``koord snapshot``,
-  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``: in their modules.
+  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``, ``koord ui``: in their modules.
 """
 
 from __future__ import annotations
@@ -389,6 +389,7 @@ def _register_subcommands() -> None:
     from app.cli.reservation import reservation_app
     from app.cli.sim import sim
     from app.cli.snapshot import snapshot
+    from app.cli.ui import ui
     from app.cli.whatif import SimCommand
     from app.descheduler.cli import descheduler_app
     from app.manager.cli import manager
@@ -398,6 +399,7 @@ def _register_subcommands() -> None:
     cli.command(name="sim", cls=SimCommand)(sim)  # koord sim whatif: app/cli/whatif.py
     cli.command(name="snapshot")(snapshot)
     cli.command(name="certs")(certs)
+    cli.command(name="ui")(ui)
     cli.add_typer(quota_app, name="quota")
     cli.add_typer(gang_app, name="gang")
     cli.add_typer(reservation_app, name="reservation")

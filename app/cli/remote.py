@@ -165,6 +165,38 @@ def kube_credentials(server: str, kubeconfig: Path | None, context: str | None) 
         fail(f"no usable kubeconfig{named}: {exc}")
 
 
+def connection(
+    server: str,
+    insecure: bool = False,
+    ca: Path | None = None,
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
+) -> tuple[bool | ssl.SSLContext, httpx.Auth | None]:
+    """httpx's ``verify`` (the service's CA, the client certificate to present) and ``auth`` (the kubeconfig's
+    token, per request) for asking ``server``, from the options of :func:`request`.
+
+    Raises:
+        typer.Exit: conflicting or unusable TLS options or credentials (code 2).
+    """
+    verify = _verify(insecure, ca)
+    if client_key is not None and client_cert is None:
+        fail("--client-key needs --client-certificate")
+    credentials = kube_credentials(server, kubeconfig, context)
+    auth = None
+    if credentials is not None:
+        from app.client.config import ConfigurationAuth
+
+        auth = ConfigurationAuth(credentials)
+        if client_cert is None and credentials.cert_file and server.startswith("https"):
+            client_cert = Path(credentials.cert_file)
+            client_key = Path(credentials.key_file) if credentials.key_file else None
+    if client_cert is not None:
+        verify = _with_client_cert(verify, client_cert, client_key)
+    return verify, auth
+
+
 def request(
     method: str,
     server: str,
@@ -192,20 +224,7 @@ def request(
     Raises:
         typer.Exit: code 1 on 404, code 2 when unreachable or on any other status, with the reason.
     """
-    verify = _verify(insecure, ca)
-    if client_key is not None and client_cert is None:
-        fail("--client-key needs --client-certificate")
-    credentials = kube_credentials(server, kubeconfig, context)
-    auth = None
-    if credentials is not None:
-        from app.client.config import ConfigurationAuth
-
-        auth = ConfigurationAuth(credentials)
-        if client_cert is None and credentials.cert_file and server.startswith("https"):
-            client_cert = Path(credentials.cert_file)
-            client_key = Path(credentials.key_file) if credentials.key_file else None
-    if client_cert is not None:
-        verify = _with_client_cert(verify, client_cert, client_key)
+    verify, auth = connection(server, insecure, ca, client_cert, client_key, kubeconfig, context)
     url = f"{server.rstrip('/')}{path}"
     headers = {"Content-Type": "application/json"} if body is not None else {}
     try:

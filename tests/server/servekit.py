@@ -5,6 +5,7 @@ serves; and a service against the fake API server under delegated authentication
 from __future__ import annotations
 
 import copy
+import re
 import socket
 import ssl
 import threading
@@ -17,6 +18,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from fastapi.routing import APIRoute
 
 from app.server.app import create_app
 from app.server.clientauth import ClientAuth, TLSScopeProtocol
@@ -28,9 +30,9 @@ from tests.conftest import wire
 
 
 @contextmanager
-def serve(app: Any, tls: ssl.SSLContext | None = None, *, ready_path: str = "/readyz") -> Iterator[str]:
+def serve(app: Any, tls: ssl.SSLContext | None = None, *, ready_path: str | None = "/readyz") -> Iterator[str]:
     """Serve ``app`` in a thread until the block ends; yields its base URL (``https://localhost:PORT`` with ``tls``,
-    whose certificate must hold localhost). Waits for ``ready_path`` to answer 200."""
+    whose certificate must hold localhost). Waits for ``ready_path`` to answer 200 (None: for any answer)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -51,7 +53,8 @@ def serve(app: Any, tls: ssl.SSLContext | None = None, *, ready_path: str = "/re
         with httpx.Client(base_url=url, verify=False, timeout=5) as probe:
             while True:
                 try:
-                    if probe.get(ready_path).status_code == 200:
+                    answer = probe.get(ready_path or "/")
+                    if ready_path is None or answer.status_code == 200:
                         break
                 except httpx.TransportError:
                     pass
@@ -117,3 +120,27 @@ def delegated_service(
             yield DelegatedService(url, fake, clock, app)
     finally:
         fake.close()
+
+
+#: Paths every process serves to anyone: the kubelet's probes, and the route names.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
+
+
+def _routes(routes: list[object], prefix: str = "") -> Iterator[tuple[str, set[str]]]:
+    """(path, methods) of every route, those of included routers too (FastAPI 0.16x wraps them)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield prefix + route.path, set(route.methods)
+        elif hasattr(route, "original_router"):
+            context = getattr(route, "include_context", None)
+            yield from _routes(route.original_router.routes, prefix + (getattr(context, "prefix", "") or ""))
+
+
+def get_paths(app: object) -> list[str]:
+    """Every GET route of ``app`` but the open ones, path parameters filled in."""
+    paths = {
+        re.sub(r"\{[^}]+\}", "x", path)
+        for path, methods in _routes(app.routes)  # type: ignore[attr-defined]
+        if "GET" in methods and path not in OPEN_PATHS
+    }
+    return sorted(paths)
