@@ -5,7 +5,6 @@ and serves only the webhooks, health and metrics; a client certificate of the CA
 
 from __future__ import annotations
 
-import re
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.routing import APIRoute
 from typer.testing import CliRunner
 
 from app.cli.main import cli
@@ -21,9 +19,7 @@ from app.server.clientauth import ClientAuth
 from app.server.tls import CertReloader
 from tests.client.fake_apiserver import FakeAPIServer
 from tests.conftest import wire
-from tests.server.servekit import delegated_service
-
-OPEN = {"/healthz", "/readyz", "/openapi.json"}
+from tests.server.servekit import delegated_service, get_paths
 
 
 @pytest.fixture(scope="module")
@@ -69,28 +65,8 @@ def webhooks(tmp_path: Path, certs: Path) -> Iterator[Shape]:
     yield from _production(tmp_path / "webhooks", certs, "webhooks")
 
 
-def _routes(routes: list[object], prefix: str = "") -> Iterator[tuple[str, set[str]]]:
-    """(path, methods) of every route, those of included routers too (FastAPI 0.16x wraps them)."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield prefix + route.path, set(route.methods)
-        elif hasattr(route, "original_router"):
-            context = getattr(route, "include_context", None)
-            yield from _routes(route.original_router.routes, prefix + (getattr(context, "prefix", "") or ""))
-
-
-def _get_paths(app: object) -> list[str]:
-    """Every GET route of ``app`` but the open ones, path parameters filled in."""
-    paths = {
-        re.sub(r"\{[^}]+\}", "x", path)
-        for path, methods in _routes(app.routes)  # type: ignore[attr-defined]
-        if "GET" in methods and path not in OPEN
-    }
-    return sorted(paths)
-
-
 def test_every_get_without_credentials_is_401(extender: Shape) -> None:
-    paths = _get_paths(extender.app)
+    paths = get_paths(extender.app)
     assert "/apis/v1/snapshot" in paths and "/apis/v1/pods/x/x" in paths and "/ui" in paths and "/metrics" in paths
     assert any(p.startswith("/apis/v1/plugins/ElasticQuota/") for p in paths)
     with extender.client() as c:
@@ -103,7 +79,7 @@ def test_every_get_without_credentials_is_401(extender: Shape) -> None:
 
 
 def test_the_webhooks_role_serves_no_inspection(extender: Shape, webhooks: Shape) -> None:
-    inspection = [p for p in _get_paths(extender.app) if p != "/metrics"]
+    inspection = [p for p in get_paths(extender.app) if p != "/metrics"]
     token = {"Authorization": "Bearer anything"}
     with webhooks.client() as c, webhooks.client("ops") as with_cert:
         for path in inspection:
