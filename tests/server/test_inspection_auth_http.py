@@ -149,3 +149,46 @@ def test_a_refused_token_is_remembered_for_the_ttl_too(service: Service) -> None
     assert service.get("/metrics", "late-token").status_code == 401
     service.advance(TTL + 1)
     assert service.get("/metrics", "late-token").status_code == 200
+
+
+@pytest.mark.parametrize("ca", [False, True], ids=["token-only", "with-client-ca"])
+def test_koord_scheduler_against_an_api_server_runs_inspection_under_delegated_auth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, ca: bool
+) -> None:
+    """The CLI picks the delegated policy for an API server source and says so at start."""
+    import logging
+
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import app.server.app as server_app
+    from app.cli.main import cli
+    from app.server.inspectauth import InspectionAccess
+    from app.sources.kubernetes import KubernetesSource
+    from tests.client.conftest import write_kubeconfig
+
+    seen: dict[str, object] = {}
+    source = KubernetesSource(("Node",), kubeconfig=write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:6443"))
+    monkeypatch.setattr("app.cli.main.choose_source", lambda cluster, kubeconfig: source)
+    monkeypatch.setattr(server_app, "create_app", lambda *a, **kw: seen.update(kw) or object())
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    args = ["scheduler", "--role", "extender", "--host", "127.0.0.1", "--port", "0"]
+    if ca:
+        certs = tmp_path / "certs"
+        assert CliRunner().invoke(cli, ["certs", "--out-dir", str(certs)]).exit_code == 0
+        args += ["--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key")]
+        args += ["--client-ca-file", str(certs / "ca.crt"), "--allowed-inspection-client-names", "ops"]
+    with caplog.at_level(logging.INFO, logger="koord"):
+        result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    access = seen["inspection"]
+    assert isinstance(access, InspectionAccess) and access.authorizer is not None
+    assert access.authenticator.review_token is not None
+    assert access.authenticator.certificate_names == (frozenset({"ops"}) if ca else None)
+    said = [r.getMessage() for r in caplog.records if "callers need" in r.getMessage()]
+    certs_said = " or a client certificate of the --client-ca-file CA" if ca else ""
+    assert said == [
+        "inspection (/apis/v1/..., /ui) and /metrics: callers need a bearer token (TokenReview)"
+        f"{certs_said}, authorized by SubjectAccessReview against https://127.0.0.1:6443; /healthz and /readyz "
+        "are open"
+    ]

@@ -33,12 +33,15 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass
 class Shape:
+    """One process of the production shape: its URL, the certificates, the fake API server and the app."""
+
     url: str
     certs: Path
     fake: FakeAPIServer
     app: object
 
     def client(self, cn: str | None = None) -> httpx.Client:
+        """An HTTPS client trusting the CA, presenting the client certificate ``cn`` when given."""
         context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
         if cn:
             context.load_cert_chain(str(self.certs / f"{cn}.crt"), str(self.certs / f"{cn}.key"))
