@@ -10,7 +10,8 @@ delegating component builds it, ``pkg/authentication/authenticatorfactory/delega
    (``plugin/pkg/authenticator/token/webhook``), remembered for :data:`TOKEN_CACHE_TTL` seconds whether it was
    accepted or refused, as the delegating authenticator's cache does (``--authentication-token-webhook-cache-ttl``,
    10 s). A review that got no answer, or an error answer, is not remembered (no cache poisoning): the
-   request is answered 503 and the next one asks again.
+   request is answered 503 and the next one asks again. Concurrent requests with one token not yet
+   remembered share one TokenReview (:mod:`app.server.singleflight`), as the apiserver's cache does.
 
 No credentials accepted: :class:`Unauthenticated` (401). A certificate whose CN is not among the allowed names
 (``--allowed-inspection-client-names``): :class:`CertificateNotAllowed` (403, as the extender verbs and the
@@ -29,6 +30,7 @@ from cachetools import TTLCache
 
 from app.client.errors import ApiError
 from app.client.reviews import TokenDecision, UserInfo
+from app.server.singleflight import SingleFlight
 
 #: Seconds a TokenReview's answer is remembered (k8s.io/apiserver DelegatingAuthenticationOptions.CacheTTL).
 TOKEN_CACHE_TTL = 10.0
@@ -76,6 +78,7 @@ class Authenticator:
         self.review_token = review_token
         self.certificate_names = certificate_names
         self._tokens: TTLCache[bytes, TokenDecision] = TTLCache(TOKEN_CACHE_SIZE, cache_ttl, timer=timer)
+        self._flights: SingleFlight[TokenDecision] = SingleFlight()
 
     def accepts(self) -> str:
         """What the 401 asks for: ``a bearer token or a client certificate ...``."""
@@ -123,8 +126,9 @@ class Authenticator:
         if cached is not None:
             return cached
         assert self.review_token is not None
+        review = self.review_token
         try:
-            decision = await self.review_token(token)
+            decision = await self._flights.do(key, lambda: review(token))
         except ApiError as exc:
             raise AuthenticationUnavailable(
                 f"cannot authenticate the request: the TokenReview to the API server failed ({exc}); "

@@ -15,7 +15,8 @@ What a request asks (:func:`request_attributes`), so that the caller's existing 
 Decisions are remembered for :data:`ALLOW_CACHE_TTL` / :data:`DENY_CACHE_TTL` seconds per user and attributes,
 as k8s.io/apiserver's delegating authorizer does (``--authorization-webhook-cache-authorized-ttl`` and
 ``-unauthorized-ttl``, both 10 s). A review that failed is not remembered: :class:`AuthorizationUnavailable`
-(HTTP 503), and the next request asks again.
+(HTTP 503), and the next request asks again. Concurrent requests asking the same share one review
+(:mod:`app.server.singleflight`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cachetools import TLRUCache
 
 from app.client.errors import ApiError
 from app.client.reviews import AccessDecision, Attributes, UserInfo
+from app.server.singleflight import SingleFlight
 
 #: Seconds an allowed decision is remembered (DelegatingAuthorizationOptions.AllowCacheTTL).
 ALLOW_CACHE_TTL = 10.0
@@ -93,6 +95,7 @@ class Authorizer:
         self._decisions: TLRUCache[tuple[UserInfo, Attributes], AccessDecision] = TLRUCache(
             DECISION_CACHE_SIZE, expires, timer=timer
         )
+        self._flights: SingleFlight[AccessDecision] = SingleFlight()
 
     async def authorize(self, user: UserInfo, attributes: Attributes) -> AccessDecision:
         """The decision on ``user`` doing ``attributes``, from the cache when asked within its TTL.
@@ -104,8 +107,9 @@ class Authorizer:
         cached = self._decisions.get(key)
         if cached is not None:
             return cached
+        review = self.review_access
         try:
-            decision = await self.review_access(user, attributes)
+            decision = await self._flights.do(key, lambda: review(user, attributes))
         except ApiError as exc:
             raise AuthorizationUnavailable(
                 f"cannot authorize the request: the SubjectAccessReview to the API server failed ({exc}); "

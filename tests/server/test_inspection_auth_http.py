@@ -192,3 +192,16 @@ def test_koord_scheduler_against_an_api_server_runs_inspection_under_delegated_a
         f"{certs_said}, authorized by SubjectAccessReview against https://127.0.0.1:6443; /healthz and /readyz "
         "are open"
     ]
+
+
+def test_a_burst_with_one_new_token_asks_once(service: Service) -> None:
+    """The page's first load sends several requests at once with the same token: one TokenReview and one
+    SubjectAccessReview per question, as the apiserver's cache coalesces them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    service.fake.grant("devs", verb="get", path="/apis/v1/*")
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: service.get("/apis/v1/overview", "alice-token").status_code, range(8)))
+    assert codes == [200] * 8
+    assert len(service.fake.reviews("tokenreviews")) == 1
+    assert len(service.fake.reviews("subjectaccessreviews")) == 1
