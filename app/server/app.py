@@ -259,7 +259,6 @@ def create_app(
         inspection = certificate_access(client_auth.inspection_names)
     if inspection is not None:
         app.add_middleware(InspectionGuard, access=inspection, metrics_only=not serves_inspection(role))
-    app.state.inspection = inspection
     if serves_extender(role):
         front: ASGIApp = VerbFastPath(app.stack_call, state=state, max_body_size=max_request_body_bytes)
         app.verb_front = ClientAuthMiddleware(front, rules=rules) if rules is not None else front
