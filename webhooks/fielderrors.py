@@ -85,9 +85,17 @@ def render_value(value: Any) -> str:
         return repr(value)
     try:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        text = repr(value)
+    except (TypeError, orjson.JSONEncodeError):  # orjson refuses values nested over 254 levels
+        text = _shallow_repr(value)
     return text if len(text) <= MAX_VALUE_CHARS else text[:MAX_VALUE_CHARS] + "..."
+
+
+def _shallow_repr(value: Any) -> str:
+    """``repr(value)``, or the type's name when the value nests too deep for ``repr`` (RecursionError)."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deep to print>"
 
 
 def required(path: str, detail: str) -> FieldError:

@@ -7,22 +7,34 @@ waiting with their time left), or the JSON answer with ``-o json``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from app.cli.output import OutputOpt, add_columns, emit, kube_table
-from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, fail, request
+from app.cli.remote import DEFAULT_SERVER, CAOpt, ContextOpt, InsecureOpt, KubeconfigOpt, ServerOpt, fail, request
 
 gang_app = typer.Typer(help="Inspect gangs (Coscheduling) on a running service.", no_args_is_help=True)
 PREFIX = "/apis/v1/plugins/Coscheduling"
 
 
-def _get(server: str, path: str, insecure: bool, ca: Any) -> Any:
+def _get(
+    server: str, path: str, insecure: bool, ca: Any, kubeconfig: Path | None = None, context: str | None = None
+) -> Any:
     """GET ``PREFIX + path``; exits 1 on 404 and 2 on any other failure, naming a disabled plugin."""
     hint = f"no {PREFIX} here: is the Coscheduling plugin enabled in the service's --config?"
-    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca, not_found_hint=hint)
+    return request(
+        "GET",
+        server,
+        f"{PREFIX}{path}",
+        insecure=insecure,
+        ca=ca,
+        kubeconfig=kubeconfig,
+        context=context,
+        not_found_hint=hint,
+    )
 
 
 def _wait(gang: dict[str, Any]) -> str:
@@ -89,9 +101,11 @@ def list_gangs(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Every gang with its counts (children, pending, waiting, bound); -o wide adds group, mode and policy."""
-    data = _get(server, "/gangs", insecure, certificate_authority)
+    data = _get(server, "/gangs", insecure, certificate_authority, kubeconfig, context)
     emit(
         output,
         data,
@@ -108,10 +122,12 @@ def show(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """One gang in detail: every member's state, waiting members with their time left. Exits 1 when unknown."""
     namespace, _, name = gang.rpartition("/")
     if not name or "/" in namespace:
         fail(f"expected NAMESPACE/NAME, got {gang!r}")
-    data = _get(server, f"/gang/{namespace or 'default'}/{name}", insecure, certificate_authority)
+    data = _get(server, f"/gang/{namespace or 'default'}/{name}", insecure, certificate_authority, kubeconfig, context)
     emit(output, data, lambda wide: render_gang(data, wide), lambda: [f"gang/{data['name']}"])

@@ -4,7 +4,7 @@
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain pod NAME -n NS`` / ``--pod FILE``: ask a running service why a pod can or cannot go where.
 - ``koord agent``, ``koord manager``, ``koord sim`` (and ``koord sim whatif``), ``koord snapshot``,
-  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``: in their modules.
+  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``, ``koord ui``: in their modules.
 """
 
 from __future__ import annotations
@@ -124,6 +124,30 @@ def _fail_if_port_taken(host: str, port: int) -> None:
             _fail(f"cannot listen on {host}:{port}: {exc.strerror} (is another koord scheduler running?)")
 
 
+def _log_inspection_access(access: Any, role: str, host: str, port: int) -> None:
+    """Say at start-up who may read the cluster's state (:mod:`app.server.inspectauth`): the policy, or that
+    inspection is open and to whom."""
+    from app.server.app import serves_inspection
+
+    what = "inspection (/apis/v1/..., /ui) and /metrics" if serves_inspection(role) else "/metrics"
+    if access is not None:
+        log.info("%s: callers need %s; /healthz and /readyz are open", what, access.description)
+        return
+    loopback = host in ("127.0.0.1", "::1", "localhost")
+    if loopback:
+        log.info(
+            "embedded mode without --client-ca-file: %s stay open on loopback (%s:%d), as before", what, host, port
+        )
+    else:
+        log.warning(
+            "embedded mode without --client-ca-file: %s are open to anyone who reaches %s:%d; "
+            "bind --host 127.0.0.1 or pass --client-ca-file",
+            what,
+            host,
+            port,
+        )
+
+
 @cli.command()
 def scheduler(
     cluster: Annotated[
@@ -138,8 +162,8 @@ def scheduler(
     client_ca_file: Annotated[
         Path | None,
         typer.Option(
-            help="Require client certificates signed by this CA (PEM) on the extender verbs, the webhooks and "
-            "POST /apis/v1/explain."
+            help="Require client certificates signed by this CA (PEM) on the extender verbs and the webhooks; "
+            "inspection (/apis/v1/..., /ui, /metrics) also takes them as identities (embedded mode: the only one)."
         ),
     ] = None,
     allowed_client_names: Annotated[
@@ -153,8 +177,8 @@ def scheduler(
     allowed_inspection_client_names: Annotated[
         str,
         typer.Option(
-            help="Comma-separated certificate CNs allowed to call the inspection calls that run the plugins "
-            "(POST /apis/v1/explain; empty: any). The GETs of cached state stay open."
+            help="Comma-separated certificate CNs allowed to call inspection (/apis/v1/..., /ui, /metrics; "
+            "empty: any the CA signed). Against an API server, RBAC then decides (SubjectAccessReview)."
         ),
     ] = "",
     assumed_pod_ttl: Annotated[str, typer.Option(help="Forget unconfirmed assumed pods after (Go duration).")] = "15m",
@@ -179,12 +203,18 @@ def scheduler(
     role: Annotated[
         str,
         typer.Option(
-            help="all (extender verbs and webhooks), extender (verbs only) or webhooks (webhooks only; "
-            "binds nothing, runs no controller). Inspection, health and metrics are always served."
+            help="all (extender verbs, webhooks, inspection), extender (verbs and inspection) or webhooks "
+            "(webhooks only: binds nothing, runs no controller, serves no inspection). Health and metrics are "
+            "always served."
         ),
     ] = "all",
 ) -> None:
-    """Serve the extender verbs (filter/prioritize/preempt/bind), webhooks, inspection API, health and metrics."""
+    """Serve the extender verbs (filter/prioritize/preempt/bind), webhooks, inspection API, health and metrics.
+
+    Inspection (/apis/v1/..., /ui) and /metrics need credentials against an API server (a bearer token checked by
+    TokenReview, or a client certificate of --client-ca-file; RBAC decides by SubjectAccessReview), and in
+    embedded mode with --client-ca-file; /healthz and /readyz are open.
+    """
     _fail_if_port_taken(host, port)  # before loading the cluster: that can take a minute
     import uvicorn
 
@@ -201,6 +231,7 @@ def scheduler(
     from app.api.manifests import ManifestError
     from app.manager import run_embedded_controllers
     from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
+    from app.server.inspectauth import inspection_access
     from app.server.tls import CertReloader, TLSConfigError
     from app.sources.files import FileSource
 
@@ -232,7 +263,7 @@ def scheduler(
     else:
         log.warning(
             "no --client-ca-file: anyone who reaches the port may call the extender verbs (/filter, /prioritize, "
-            "/preempt, /bind), the webhooks and the inspection calls that run the plugins (POST /apis/v1/explain)"
+            "/preempt, /bind) and the webhooks"
         )
     registry = default_registry()
     try:
@@ -257,6 +288,8 @@ def scheduler(
         leader = None
         if follow_leader_lease is not None:
             leader = _lease_follower(source, follow_leader_lease, leader_identity)
+        inspection = inspection_access(source, client_auth.inspection_names if client_auth is not None else None)
+        _log_inspection_access(inspection, role, host, port)
         app = create_app(
             source,
             cfg,
@@ -267,6 +300,7 @@ def scheduler(
             client_auth=client_auth,
             role=role,
             leader=leader,
+            inspection=inspection,
         )
         if isinstance(source, FileSource):
             # a bad cluster file: one line naming it, exit 2 (not a traceback from the lifespan); read after the
@@ -298,7 +332,11 @@ def explain(
         str | None, typer.Option(metavar="FILE", help="The pod from a YAML/JSON file instead; - reads stdin.")
     ] = None,
     kubeconfig: Annotated[
-        Path | None, typer.Option(help="kubeconfig to read the pod with (default: as kubectl).")
+        Path | None,
+        typer.Option(
+            help="kubeconfig to read the pod with, whose user's credentials also go to the service (default: as "
+            "kubectl)."
+        ),
     ] = None,
     context: Annotated[str | None, typer.Option(help="The kubeconfig context to use.")] = None,
     server: ServerOpt = DEFAULT_SERVER,
@@ -336,6 +374,8 @@ def explain(
         body=body,
         client_cert=client_certificate,
         client_key=client_key,
+        kubeconfig=kubeconfig,
+        context=context,
     )
     emit(output, answer, lambda wide: render_explain(answer, wide), lambda: feasible_names(answer))
 
@@ -349,6 +389,7 @@ def _register_subcommands() -> None:
     from app.cli.reservation import reservation_app
     from app.cli.sim import sim
     from app.cli.snapshot import snapshot
+    from app.cli.ui import ui
     from app.cli.whatif import SimCommand
     from app.descheduler.cli import descheduler_app
     from app.manager.cli import manager
@@ -358,6 +399,7 @@ def _register_subcommands() -> None:
     cli.command(name="sim", cls=SimCommand)(sim)  # koord sim whatif: app/cli/whatif.py
     cli.command(name="snapshot")(snapshot)
     cli.command(name="certs")(certs)
+    cli.command(name="ui")(ui)
     cli.add_typer(quota_app, name="quota")
     cli.add_typer(gang_app, name="gang")
     cli.add_typer(reservation_app, name="reservation")

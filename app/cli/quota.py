@@ -8,6 +8,7 @@ the default and system quotas) shows as ``unlimited``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -16,7 +17,7 @@ from rich.tree import Tree
 
 from app.api.quantity import INT64_MAX, QuantityError, parse
 from app.cli.output import OutputOpt, add_columns, emit, kube_table
-from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
+from app.cli.remote import DEFAULT_SERVER, CAOpt, ContextOpt, InsecureOpt, KubeconfigOpt, ServerOpt, request
 
 quota_app = typer.Typer(
     help="Inspect ElasticQuotas (min / max / runtime / used) on a running service.", no_args_is_help=True
@@ -26,9 +27,11 @@ PREFIX = "/apis/v1/plugins/ElasticQuota"
 UNLIMITED = INT64_MAX // 5
 
 
-def _get(server: str, path: str, insecure: bool, ca: Any) -> Any:
+def _get(
+    server: str, path: str, insecure: bool, ca: Any, kubeconfig: Path | None = None, context: str | None = None
+) -> Any:
     """GET ``PREFIX + path``; exits 1 on 404 and 2 on any other failure (:func:`app.cli.remote.request`)."""
-    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca)
+    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca, kubeconfig=kubeconfig, context=context)
 
 
 def _resources(*lists: dict[str, str]) -> list[str]:
@@ -138,9 +141,11 @@ def list_quotas(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Every quota with min / max / runtime / used per resource (-o wide: and request)."""
-    data = _get(server, "/quotas", insecure, certificate_authority)
+    data = _get(server, "/quotas", insecure, certificate_authority, kubeconfig, context)
     emit(
         output,
         data,
@@ -156,9 +161,11 @@ def tree(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """The quota tree from the root."""
-    data = _get(server, "/tree", insecure, certificate_authority)
+    data = _get(server, "/tree", insecure, certificate_authority, kubeconfig, context)
     emit(output, data, lambda _wide: render_tree(data), lambda: tree_names(data))
 
 
@@ -169,7 +176,9 @@ def show(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """One quota in detail, with its pods. Exits 1 when the quota does not exist."""
-    data = _get(server, f"/quota/{name}", insecure, certificate_authority)
+    data = _get(server, f"/quota/{name}", insecure, certificate_authority, kubeconfig, context)
     emit(output, data, lambda wide: render_quota(data, wide), lambda: [f"elasticquota/{data['name']}"])

@@ -1,7 +1,16 @@
 """Asking a running service: the ``--server``, ``--certificate-authority`` and ``--insecure`` options of
-``koord quota | gang | reservation | explain`` (and every later client command that uses them; and
-``--client-certificate`` / ``--client-key`` for the calls a service with client authentication keeps for
-certificate holders, such as explain) and one GET / POST helper with their exit codes.
+``koord quota | gang | reservation | explain | snapshot --server`` (and every later client command that uses
+them; ``--client-certificate`` / ``--client-key`` for a certificate of the service's ``--client-ca-file``) and
+one GET / POST helper with their exit codes.
+
+**Credentials.** The service lets a caller read the cluster's state only as far as the caller's RBAC allows
+(:mod:`app.server.inspectauth`), so each request carries the user's kubeconfig credentials, as ``kubectl``
+sends them to the API server: ``--kubeconfig`` / ``--context``, else the kubeconfig ``kubectl`` finds
+(``$KUBECONFIG``, ``~/.kube/config``, in a pod its ServiceAccount). The ``kubernetes`` package's loader resolves
+them (:func:`app.client.config.load_configuration`): a bearer token, an ``exec`` plugin's token (run again when
+it expires), or a client certificate (presented unless ``--client-certificate`` is given). They are sent only
+over HTTPS or to a loopback address (a ``kubectl port-forward``), never in clear text over the network; with
+no kubeconfig found and none named, nothing is sent (an embedded service needs none).
 
 The service's address is ``--server URL``, else ``$KOORD_SERVER``, else :data:`DEFAULT_SERVER`
 (``make run PORT=9999`` pairs with ``export KOORD_SERVER=http://127.0.0.1:9999``).
@@ -68,6 +77,21 @@ ClientKeyOpt = Annotated[
     Path | None,
     typer.Option("--client-key", metavar="FILE", help="The client certificate's private key (PEM)."),
 ]
+KubeconfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig whose user's credentials (token, exec plugin, client certificate) are sent to the service "
+        "(default: as kubectl finds it).",
+    ),
+]
+ContextOpt = Annotated[
+    str | None, typer.Option("--context", help="The kubeconfig context whose user's credentials are sent.")
+]
+
+#: Hosts credentials may be sent to over plain HTTP (a ``kubectl port-forward`` listens there).
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -115,6 +139,64 @@ def _with_client_cert(verify: bool | ssl.SSLContext, cert: Path, key: Path | Non
     return context
 
 
+def kube_credentials(server: str, kubeconfig: Path | None, context: str | None) -> Any:
+    """The kubeconfig's :class:`kubernetes.client.Configuration` whose credentials go to ``server`` (module
+    docstring), or None: ``server`` is plain HTTP to another host than loopback, or no kubeconfig was found and
+    none was named.
+
+    Raises:
+        typer.Exit: a named ``--kubeconfig`` / ``--context`` cannot be loaded (code 2); credentials named for
+            a plain-HTTP server that is not loopback (code 2).
+    """
+    from app.client.config import ConfigException, load_configuration
+
+    parsed = httpx.URL(server)
+    if parsed.scheme != "https" and parsed.host not in LOOPBACK_HOSTS:
+        if kubeconfig is not None or context is not None:
+            fail(f"{server} is plain HTTP and not loopback: credentials are sent only over HTTPS (use https://)")
+        return None
+    try:
+        return load_configuration(str(kubeconfig) if kubeconfig is not None else None, context=context)
+    except (ConfigException, OSError) as exc:
+        if kubeconfig is None and context is None:
+            return None  # no kubeconfig anywhere: an embedded service needs no credentials
+        named = f" {kubeconfig}" if kubeconfig else ""
+        named += f" context {context!r}" if context else ""
+        fail(f"no usable kubeconfig{named}: {exc}")
+
+
+def connection(
+    server: str,
+    insecure: bool = False,
+    ca: Path | None = None,
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
+) -> tuple[bool | ssl.SSLContext, httpx.Auth | None]:
+    """httpx's ``verify`` (the service's CA, the client certificate to present) and ``auth`` (the kubeconfig's
+    token, per request) for asking ``server``, from the options of :func:`request`.
+
+    Raises:
+        typer.Exit: conflicting or unusable TLS options or credentials (code 2).
+    """
+    verify = _verify(insecure, ca)
+    if client_key is not None and client_cert is None:
+        fail("--client-key needs --client-certificate")
+    credentials = kube_credentials(server, kubeconfig, context)
+    auth = None
+    if credentials is not None:
+        from app.client.config import ConfigurationAuth
+
+        auth = ConfigurationAuth(credentials)
+        if client_cert is None and credentials.cert_file and server.startswith("https"):
+            client_cert = Path(credentials.cert_file)
+            client_key = Path(credentials.key_file) if credentials.key_file else None
+    if client_cert is not None:
+        verify = _with_client_cert(verify, client_cert, client_key)
+    return verify, auth
+
+
 def request(
     method: str,
     server: str,
@@ -126,35 +208,35 @@ def request(
     not_found_hint: str | None = None,
     client_cert: Path | None = None,
     client_key: Path | None = None,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
 ) -> Any:
-    """``method`` ``server + path`` (JSON ``body`` when given) and the decoded JSON answer.
+    """``method`` ``server + path`` (JSON ``body`` when given) with the kubeconfig's credentials
+    (:func:`kube_credentials`) and the decoded JSON answer.
 
     Args:
-        client_cert, client_key: the client certificate (and its key) to present over HTTPS.
+        client_cert, client_key: the client certificate (and its key) to present over HTTPS, instead of the
+            kubeconfig's.
         not_found_hint: said instead of the body on a 404 without ``{"message": ...}`` (no such route,
             e.g. a plugin that is not enabled).
+        kubeconfig, context: where the credentials come from (None: as kubectl finds them).
 
     Raises:
         typer.Exit: code 1 on 404, code 2 when unreachable or on any other status, with the reason.
     """
-    verify = _verify(insecure, ca)
-    if client_key is not None and client_cert is None:
-        fail("--client-key needs --client-certificate")
-    if client_cert is not None:
-        verify = _with_client_cert(verify, client_cert, client_key)
+    verify, auth = connection(server, insecure, ca, client_cert, client_key, kubeconfig, context)
     url = f"{server.rstrip('/')}{path}"
+    headers = {"Content-Type": "application/json"} if body is not None else {}
     try:
-        if body is None:
-            resp = httpx.request(method, url, timeout=10.0, verify=verify)
-        else:
-            resp = httpx.request(
-                method,
-                url,
-                content=orjson.dumps(body),
-                headers={"Content-Type": "application/json"},
-                timeout=10.0,
-                verify=verify,
-            )
+        resp = httpx.request(
+            method,
+            url,
+            content=orjson.dumps(body) if body is not None else None,
+            headers=headers,
+            timeout=10.0,
+            verify=verify,
+            auth=auth,
+        )
     except (httpx.RemoteProtocolError, httpx.ReadError) as exc:  # connected, but no HTTP answer came
         fail(_not_http_answer(server, url, exc))
     except httpx.ConnectError as exc:

@@ -7,13 +7,14 @@ table (phase, node, allocatable / allocated per resource, owners, expiry), or th
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from app.cli.output import OutputOpt, add_columns, emit, kube_table
-from app.cli.remote import DEFAULT_SERVER, CAOpt, InsecureOpt, ServerOpt, request
+from app.cli.remote import DEFAULT_SERVER, CAOpt, ContextOpt, InsecureOpt, KubeconfigOpt, ServerOpt, request
 
 reservation_app = typer.Typer(
     help="Inspect Reservations (phase, node, allocatable / allocated, owners) on a running service.",
@@ -22,9 +23,11 @@ reservation_app = typer.Typer(
 PREFIX = "/apis/v1/plugins/Reservation"
 
 
-def _get(server: str, path: str, insecure: bool, ca: Any) -> Any:
+def _get(
+    server: str, path: str, insecure: bool, ca: Any, kubeconfig: Path | None = None, context: str | None = None
+) -> Any:
     """GET ``PREFIX + path``; exits 1 on 404, 2 on any other failure (:func:`app.cli.remote.request`)."""
-    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca)
+    return request("GET", server, f"{PREFIX}{path}", insecure=insecure, ca=ca, kubeconfig=kubeconfig, context=context)
 
 
 def _owners(r: dict[str, Any]) -> str:
@@ -63,9 +66,11 @@ def list_reservations(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Every reservation the service knows (-o wide: with its owners)."""
-    data = _get(server, "/reservations", insecure, certificate_authority)
+    data = _get(server, "/reservations", insecure, certificate_authority, kubeconfig, context)
     emit(
         output,
         data,
@@ -82,9 +87,11 @@ def show(
     output: OutputOpt = None,
     insecure: InsecureOpt = False,
     certificate_authority: CAOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """One reservation. Exits 1 when it does not exist."""
-    data = _get(server, f"/reservations/{name}", insecure, certificate_authority)
+    data = _get(server, f"/reservations/{name}", insecure, certificate_authority, kubeconfig, context)
     emit(
         output,
         data,

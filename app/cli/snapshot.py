@@ -2,8 +2,8 @@
 
 From the API server of a kubeconfig (``--kubeconfig``, ``--context``; as kubectl finds it when neither is
 given), or from a running koord service (``--server URL``: its ``GET /apis/v1/snapshot``, with the plugin
-configuration it runs with). What is read, kept and dropped: :mod:`app.sim.snapshot`. Prints what was
-written and what was left out (``--summary json`` for JSON).
+configuration it runs with; the kubeconfig's credentials go with it, :mod:`app.cli.remote`). What is read, kept
+and dropped: :mod:`app.sim.snapshot`. Prints what was written and what was left out (``--summary json`` for JSON).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _read_kubernetes(kubeconfig: Path | None, context: str | None) -> Any:
         fail(str(exc))
 
 
-def _read_service(server: str, insecure: bool, ca: Path | None) -> Any:
+def _read_service(server: str, insecure: bool, ca: Path | None, kubeconfig: Path | None, context: str | None) -> Any:
     from app.sim.snapshot import SnapshotError, read_service
 
     taken_at = time.time()
@@ -54,6 +54,8 @@ def _read_service(server: str, insecure: bool, ca: Path | None) -> Any:
         "/apis/v1/snapshot",
         insecure=insecure,
         ca=ca,
+        kubeconfig=kubeconfig,
+        context=context,
         not_found_hint="the service has no /apis/v1/snapshot (an older koord scheduler?)",
     )
     if not isinstance(answer, dict):
@@ -101,7 +103,12 @@ def summary_lines(summary: dict[str, Any], written: list[Path], directory: Path)
 def snapshot(
     output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Directory to write the files to.")],
     kubeconfig: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="kubeconfig of the cluster (default: as kubectl finds it).")
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="kubeconfig of the cluster; with --server, whose user's credentials go to the service (default: "
+            "as kubectl finds it).",
+        ),
     ] = None,
     context: Annotated[str | None, typer.Option(help="The kubeconfig context to use.")] = None,
     server: Annotated[
@@ -124,12 +131,10 @@ def snapshot(
 
     if summary not in ("table", "json"):
         fail(f"--summary: expected table or json, got {summary!r}")
-    if server is not None and (kubeconfig is not None or context is not None):
-        fail("--server reads a koord service: it excludes --kubeconfig and --context")
     snap = (
         _read_kubernetes(kubeconfig, context)
         if server is None
-        else _read_service(server, insecure, certificate_authority)
+        else _read_service(server, insecure, certificate_authority, kubeconfig, context)
     )
     try:
         written = write_snapshot(snap, output)

@@ -12,6 +12,8 @@ Layer: below :mod:`app.sources`; may import :mod:`app.api` only.
 - :mod:`app.client.sync`: :class:`~app.client.sync.Client` (the node agent and command-line tools).
 - :mod:`app.client.pager`, :mod:`app.client.watch`, :mod:`app.client.bodies`: paginated lists, watch
   events, and the Binding and Eviction requests.
+- :mod:`app.client.reviews`: TokenReview and SubjectAccessReview (delegated authentication and
+  authorization of the service's callers), sent by :class:`~app.client.aio.AsyncClient`.
 
 This package imports nothing eagerly: ``import app.client.errors`` does not load httpx or the
 ``kubernetes`` package (the node agent's embedded mode relies on it).

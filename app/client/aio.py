@@ -25,6 +25,18 @@ from app.client.config import connection_settings, load_configuration
 from app.client.errors import ConnectionFailed, Gone, error_from_response
 from app.client.lane import Lane
 from app.client.pager import DEFAULT_PAGE_SIZE, ListResult, Pager
+from app.client.reviews import (
+    SUBJECT_ACCESS_REVIEWS,
+    TOKEN_REVIEWS,
+    AccessDecision,
+    Attributes,
+    TokenDecision,
+    UserInfo,
+    access_decision,
+    subject_access_review,
+    token_decision,
+    token_review,
+)
 from app.client.watch import WatchEvent, decode_stream, watch_params
 from app.client.wire import (
     JSON,
@@ -340,6 +352,32 @@ class AsyncClient:
         """
         path, body = bodies.eviction(namespace, name, uid)
         await self.request("POST", path, body=body)
+
+    async def review_token(self, token: str, *, timeout: float | None = None) -> TokenDecision:
+        """Create a ``TokenReview`` of ``token`` (:mod:`app.client.reviews`) and return its decision, as
+        k8s.io/apiserver's delegating authenticator asks (``authentication.k8s.io/v1``, no audiences).
+
+        Args:
+            timeout: read timeout in seconds (default: the client's); the delegating authenticator's is 10 s.
+
+        Raises:
+            Forbidden: this client may not create tokenreviews (RBAC: ``system:auth-delegator``).
+            Otherwise as :meth:`request`.
+        """
+        return token_decision(await self.request("POST", TOKEN_REVIEWS, body=token_review(token), timeout=timeout))
+
+    async def review_access(
+        self, user: UserInfo, attributes: Attributes, *, timeout: float | None = None
+    ) -> AccessDecision:
+        """Create a ``SubjectAccessReview`` of ``user`` doing ``attributes`` (:mod:`app.client.reviews`) and
+        return its decision, as k8s.io/apiserver's delegating authorizer asks (``authorization.k8s.io/v1``).
+
+        Raises:
+            Forbidden: this client may not create subjectaccessreviews (RBAC: ``system:auth-delegator``).
+            Otherwise as :meth:`request`.
+        """
+        body = subject_access_review(user, attributes)
+        return access_decision(await self.request("POST", SUBJECT_ACCESS_REVIEWS, body=body, timeout=timeout))
 
 
 async def _chunks(resp: httpx.Response, req: httpx.Request) -> AsyncIterator[bytes]:

@@ -35,6 +35,7 @@ from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
 from app.server.extender_routes import VERBS, VerbFastPath
+from app.server.inspectauth import InspectionAccess, InspectionGuard, certificate_access
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
 from app.server.webhook_routes import install_webhooks
@@ -75,11 +76,13 @@ DEFAULT_MAX_REQUEST_BODY_BYTES = 256 * 1024 * 1024
 #: times per pod for nothing. 20,000 measured ~5 % less CPU per pod (bench/cycle.py, 500 nodes).
 GC_YOUNG_THRESHOLD = 20_000
 
-#: What one process serves (``koord scheduler --role``). Every role serves inspection (``/apis/v1/...``),
-#: health and metrics; ``all`` is the single-process default.
-#: - ``extender``: the kube-scheduler extender verbs (/filter /prioritize /preempt /bind) and the plugins'
-#:   background work (e.g. the ElasticQuota status writer); no webhook routes.
-#: - ``webhooks``: the admission webhooks only. It binds nothing and runs no background plugin or
+#: What one process serves (``koord scheduler --role``). Every role serves health and metrics; ``all`` is the
+#: single-process default.
+#: - ``extender``: the kube-scheduler extender verbs (/filter /prioritize /preempt /bind), the plugins'
+#:   background work (e.g. the ElasticQuota status writer) and inspection (``/apis/v1/...``, ``/ui``); no
+#:   webhook routes.
+#: - ``webhooks``: the admission webhooks only, no inspection (its port is open to the network for the API
+#:   server; nothing needs the cluster's state there). It binds nothing and runs no background plugin or
 #:   controller, so any number of replicas can serve behind one Service without writing anything.
 ROLES = ("all", "extender", "webhooks")
 
@@ -93,6 +96,11 @@ class UnknownRole(ValueError):
 
 def serves_extender(role: str) -> bool:
     """Whether a process of ``role`` serves the extender verbs and runs the plugins' background work."""
+    return role in ("all", "extender")
+
+
+def serves_inspection(role: str) -> bool:
+    """Whether a process of ``role`` serves inspection (``/apis/v1/...``) and the ``/ui`` page."""
     return role in ("all", "extender")
 
 
@@ -138,6 +146,7 @@ def create_app(
     client_auth: ClientAuth | None = None,
     role: str = "all",
     leader: LeaseFollower | None = None,
+    inspection: InspectionAccess | None = None,
 ) -> FastAPI:
     """Build the FastAPI app serving the extender, webhooks, inspection, health and metrics endpoints.
 
@@ -150,14 +159,16 @@ def create_app(
         background: extra tasks run for the app's lifetime (each gets the service state).
         max_request_body_bytes: larger request bodies are refused with HTTP 413 and a JSON
             ``{"message": ...}`` naming the limit, before more than the limit is read.
-        client_auth: who may call the extender verbs, the webhooks and the inspection calls that compute
-            (``POST /apis/v1/explain``) (client certificates, checked by
+        client_auth: who may call the extender verbs and the webhooks (client certificates, checked by
             :class:`~app.server.clientauth.ClientAuthMiddleware`); None lets anyone call them. The
             server must verify client certificates against the CA and use
             :class:`~app.server.clientauth.TLSScopeProtocol`.
         role: which routes and background work this process has (:data:`ROLES`).
         leader: the kube-scheduler Lease to follow; background plugins write only while it says we
             lead (polled for the app's lifetime). None: this replica always leads.
+        inspection: who may read the cluster's state (``/apis/v1/...``, ``/ui``, ``/metrics``;
+            :mod:`app.server.inspectauth`). None: with ``client_auth``, a client certificate of the CA whose CN
+            is in its ``inspection_names`` (empty: any); without, open.
 
     Raises:
         ConfigError: a plugin's args are invalid.
@@ -230,23 +241,24 @@ def create_app(
 
     if serves_extender(role):
         app.include_router(extender_routes.router)
-    app.include_router(inspect_routes.router)
-    app.include_router(snapshot_routes.router)
+    if serves_inspection(role):
+        app.include_router(inspect_routes.router)
+        app.include_router(snapshot_routes.router)
+        app.include_router(ui_routes.router)
+        inspect_routes.install_plugin_routes(app, state)
     app.include_router(health_routes.router)
-    app.include_router(ui_routes.router)
-    inspect_routes.install_plugin_routes(app, state)
     app.state.role = role
     app.state.webhook_context = WebhookContext(state.cache, source)
     hooks = all_webhooks()
     if serves_webhooks(role):
         install_webhooks(app, hooks, app.state.webhook_context)
-    rules = (
-        client_auth.rules(VERBS, [hook.path for hook in hooks], inspect_routes.COMPUTING)
-        if client_auth is not None
-        else None
-    )
+    rules = client_auth.rules(VERBS, [hook.path for hook in hooks]) if client_auth is not None else None
     if rules is not None:
         app.add_middleware(ClientAuthMiddleware, rules=rules)
+    if inspection is None and client_auth is not None:
+        inspection = certificate_access(client_auth.inspection_names)
+    if inspection is not None:
+        app.add_middleware(InspectionGuard, access=inspection, metrics_only=not serves_inspection(role))
     if serves_extender(role):
         front: ASGIApp = VerbFastPath(app.stack_call, state=state, max_body_size=max_request_body_bytes)
         app.verb_front = ClientAuthMiddleware(front, rules=rules) if rules is not None else front

@@ -1,17 +1,18 @@
 """Who may call us: client certificates (mutual TLS) checked per kind of endpoint.
 
 With ``--client-ca-file`` the TLS server asks every client for a certificate and verifies any it
-is given against that CA (``CERT_OPTIONAL``: the kubelet's probes and Prometheus come without
-one and still reach ``/healthz``, ``/readyz``, ``/metrics`` and the read-only ``/apis/v1/...``).
-The calls that act on the cluster need a verified certificate whose subject common name is allowed:
+is given against that CA (``CERT_OPTIONAL``: the kubelet's probes come without one and still reach
+``/healthz`` and ``/readyz``). The calls that act on the cluster need a verified certificate whose subject
+common name is allowed:
 
 - the extender verbs (``/filter``, ``/prioritize``, ``/preempt``, ``/bind``): ``--allowed-client-names``,
   the CN of kube-scheduler's ``tlsConfig.certFile``;
 - the admission webhooks: ``--allowed-webhook-client-names``, the CN of the certificate the API
-  server presents to webhooks (its AdmissionConfiguration ``kubeConfigFile``);
-- the inspection calls that compute (run the plugins over the cache, :data:`app.server.inspect_routes.COMPUTING`:
-  ``POST /apis/v1/explain``): ``--allowed-inspection-client-names``, e.g. the operators' ``koord explain``
-  certificate. The GETs of cached state (``/apis/v1/nodes/...``, the plugins' views) stay open.
+  server presents to webhooks (its AdmissionConfiguration ``kubeConfigFile``).
+
+The calls that read the cluster's state (``/apis/v1/...``, ``/ui``, ``/metrics``) have their own guard,
+:mod:`app.server.inspectauth` (delegated authentication and authorization; in embedded mode a certificate
+whose CN is in ``--allowed-inspection-client-names``).
 
 An empty list allows every certificate the CA signed, as kube-apiserver's
 ``--requestheader-allowed-names`` does. No certificate is answered 401, a CN not allowed 403, both
@@ -40,7 +41,8 @@ from app.server.wire import error_response
 
 def peer_tls_extension(transport: asyncio.BaseTransport) -> dict[str, Any] | None:
     """The ASGI TLS extension for a connection: ``client_cert_chain`` (PEM, leaf only),
-    ``client_cert_name`` (RFC 4514 subject) and ``client_cert_cn`` (its common name, our addition);
+    ``client_cert_name`` (RFC 4514 subject), ``client_cert_cn`` (its common name) and
+    ``client_cert_organizations`` (its organizations: a Kubernetes user's groups) (the last two our additions);
     None for a plain-HTTP connection. A client that sent no certificate gets an empty chain."""
     ssl_object = transport.get_extra_info("ssl_object")
     if ssl_object is None:
@@ -51,6 +53,7 @@ def peer_tls_extension(transport: asyncio.BaseTransport) -> dict[str, Any] | Non
         "client_cert_chain": [],
         "client_cert_name": None,
         "client_cert_cn": None,
+        "client_cert_organizations": [],
         "client_cert_error": None,
         "tls_version": None,
         "cipher_suite": None,
@@ -61,6 +64,8 @@ def peer_tls_extension(transport: asyncio.BaseTransport) -> dict[str, Any] | Non
         extension["client_cert_chain"] = [cert.public_bytes(Encoding.PEM).decode()]
         extension["client_cert_name"] = cert.subject.rfc4514_string()
         extension["client_cert_cn"] = str(common_names[0].value) if common_names else None
+        organizations = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+        extension["client_cert_organizations"] = [str(o.value) for o in organizations]
     return extension
 
 
@@ -109,22 +114,20 @@ class ClientAuth:
     Attributes:
         extender_names: CNs allowed to call the extender verbs; empty: any certificate the CA signed.
         webhook_names: CNs allowed to call the admission webhooks; empty: any certificate the CA signed.
-        inspection_names: CNs allowed to call the inspection endpoints that compute (explain); empty: any
-            certificate the CA signed.
+        inspection_names: CNs whose certificates identify a caller of inspection (``/apis/v1/...``, ``/ui``,
+            ``/metrics``; :mod:`app.server.inspectauth`); empty: any certificate the CA signed.
     """
 
     extender_names: frozenset[str] = frozenset()
     webhook_names: frozenset[str] = frozenset()
     inspection_names: frozenset[str] = frozenset()
 
-    def rules(
-        self, extender_paths: Iterable[str], webhook_paths: Iterable[str], inspection_paths: Iterable[str] = ()
-    ) -> list[ClientRule]:
-        """The :class:`ClientRule` s for the service's extender, webhook and computing inspection paths."""
+    def rules(self, extender_paths: Iterable[str], webhook_paths: Iterable[str]) -> list[ClientRule]:
+        """The :class:`ClientRule` s for the service's extender and webhook paths (inspection has its own guard,
+        :mod:`app.server.inspectauth`, which takes :attr:`inspection_names`)."""
         return [
             ClientRule("extender verbs", frozenset(extender_paths), self.extender_names),
             ClientRule("webhooks", frozenset(webhook_paths), self.webhook_names),
-            ClientRule("inspection calls that run the plugins", frozenset(inspection_paths), self.inspection_names),
         ]
 
 

@@ -4,7 +4,7 @@ Mirrors pkg/scheduler/frameworkext/services: ``__services__`` lists the register
 method, ``nodes/{nodeName}`` shows a node's snapshot, ``pods/{namespace}/{name}`` a pod's scheduling state
 (phase, node, its ``scheduling.koordinator.sh/`` annotations and its device allocation), plugins add theirs under
 ``plugins/<Plugin>/`` (their handlers return data or raise ``NotFound``, answered 404 here).
-Errors answer ``{"message": ...}`` as upstream does.
+Errors answer ``{"message": ...}`` as upstream does. Who may read what: :mod:`app.server.inspectauth`.
 """
 
 from __future__ import annotations
@@ -30,12 +30,6 @@ from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, error_response, json_response
 
 router = APIRouter(prefix="/apis/v1", tags=["inspection"])
-
-#: The inspection paths that compute: they run the plugins over the cache for a pod the caller sends
-#: (the whole filter and score pipeline). With client authentication they need an allowed client
-#: certificate (:class:`~app.server.clientauth.ClientAuth` ``inspection_names``); the GETs of cached
-#: state stay open.
-COMPUTING: tuple[str, ...] = ("/apis/v1/explain",)
 
 
 def _gin_path(path: str) -> str:

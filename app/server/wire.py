@@ -1,7 +1,12 @@
 """Decoding request bodies and encoding answers for the JSON endpoints.
 
-Malformed JSON, valid JSON of the wrong shape and malformed pods are all :class:`BadRequest`
-(HTTP 400 with ``{"message": ...}``), never FastAPI's default 422.
+Malformed JSON, valid JSON of the wrong shape, JSON nested deeper than
+:data:`~app.api.jsondepth.MAX_JSON_DEPTH` levels (:func:`decode`: the webhooks, ``/preempt``, ``/bind``,
+``POST /apis/v1/explain``) and malformed pods are all :class:`BadRequest` (HTTP 400 with ``{"message": ...}``),
+never FastAPI's default 422 nor a 500. A ``/filter`` or ``/prioritize`` body the verbs' fast path
+(:func:`decode_extender_args`, msgspec) takes is not walked for depth: those are kube-scheduler's pods, three
+calls per pod, and the pod reader wants strings where labels and annotations could nest (400); a body msgspec
+refuses for its nesting goes to :func:`decode` and its limit.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from fastapi import Response
 from pydantic import BaseModel, ValidationError
 
 from app.api.extender import RAW_NULL, ExtenderArgs, NodeList, RawExtenderArgs
+from app.api.jsondepth import TooDeep, check_body_depth
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -38,7 +44,8 @@ def decode(body: bytes, model: type[M]) -> M:
     """Parse ``body`` as JSON and validate it against ``model``.
 
     Raises:
-        BadRequest: empty body, invalid JSON, or a shape ``model`` rejects; the message names the field.
+        BadRequest: empty body, invalid JSON, JSON nested deeper than :data:`~app.api.jsondepth.MAX_JSON_DEPTH`
+            levels, or a shape ``model`` rejects; the message names the field.
     """
     if not body:
         raise BadRequest(f"empty request body: expected a JSON {model.__name__}")
@@ -46,6 +53,10 @@ def decode(body: bytes, model: type[M]) -> M:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"request body is not valid JSON: {exc}") from None
+    try:
+        check_body_depth(body, data)
+    except TooDeep as exc:
+        raise BadRequest(f"request body is not valid: {exc}") from None
     if not isinstance(data, dict):
         raise BadRequest(f"expected a JSON object ({model.__name__}), got {type(data).__name__}")
     try:

@@ -49,12 +49,29 @@ def test_a_bad_cluster_file_exits_2_with_one_line(tmp_path: Path, name: str, con
     assert expected in errors[0], errors[0]
 
 
-def test_without_a_client_ca_the_warning_names_explain_as_open(tmp_path: Path) -> None:
-    (tmp_path / "bad.yaml").write_bytes(b"kind: [")  # stop right after the warnings
-    proc = koord("scheduler", "--host", "127.0.0.1", "--port", str(free_port()), "--cluster", str(tmp_path))
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        (
+            "127.0.0.1",
+            "INFO koord: embedded mode without --client-ca-file: inspection (/apis/v1/..., /ui) and /metrics stay "
+            "open on loopback (127.0.0.1:{port}), as before",
+        ),
+        (
+            "0.0.0.0",
+            "WARNING koord: embedded mode without --client-ca-file: inspection (/apis/v1/..., /ui) and /metrics are "
+            "open to anyone who reaches 0.0.0.0:{port}; bind --host 127.0.0.1 or pass --client-ca-file",
+        ),
+    ],
+    ids=["loopback", "any-address"],
+)
+def test_without_a_client_ca_the_start_up_says_what_is_open(tmp_path: Path, host: str, said: str) -> None:
+    (tmp_path / "bad.yaml").write_bytes(b"kind: [")  # stop right after the start-up lines
+    port = free_port()
+    proc = koord("scheduler", "--host", host, "--port", str(port), "--cluster", str(tmp_path))
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2, err
     warning = [line for line in err.splitlines() if "no --client-ca-file" in line]
     assert len(warning) == 1, err
     assert "extender verbs" in warning[0] and "webhooks" in warning[0]
-    assert "POST /apis/v1/explain" in warning[0]
+    assert said.format(port=port) in err, err

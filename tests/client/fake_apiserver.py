@@ -15,7 +15,11 @@ are answered with ``Status`` bodies shaped exactly as kube-apiserver writes them
   chunk) or held open until the client goes away;
 * ``fail[(method, path)] = (code, body, headers)`` answers any request with a canned failure
   (``fail_once``: only the next one);
-* bearer-token checking (401 Unauthorized) and optional TLS with client-certificate checking.
+* bearer-token checking (401 Unauthorized) and optional TLS with client-certificate checking;
+* ``POST /apis/authentication.k8s.io/v1/tokenreviews`` and ``/apis/authorization.k8s.io/v1/subjectaccessreviews``
+  (201, the review echoed with its ``status`` as kube-apiserver writes it): the tokens of ``users`` are valid,
+  and ``grant(user, ...)`` rules (RBAC-like: each given field must match, ``*`` matches any, a non-resource
+  path ending in ``*`` matches by prefix) allow; everything else is denied with ``deny_reason``.
 """
 
 from __future__ import annotations
@@ -89,6 +93,9 @@ class FakeAPIServer:
         self.rv = 100
         self.store: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
         self.tokens = tokens  # None: no authentication
+        self.users: dict[str, dict[str, Any]] = {}  # TokenReview: token -> authentication/v1 UserInfo
+        self.grants: list[tuple[str, dict[str, str]]] = []  # SubjectAccessReview: (user or group, rule)
+        self.deny_reason = ""  # SubjectAccessReview status.reason of a denial (RBAC gives none)
         self.fail: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
         self.fail_once: dict[tuple[str, str], tuple[int, Any, dict[str, str]]] = {}
         self.requests: list[Recorded] = []
@@ -146,6 +153,39 @@ class FakeAPIServer:
     def calls(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if method is None or r.method == method]
 
+    def reviews(self, kind: str) -> list[Recorded]:
+        """The TokenReviews (``kind="tokenreviews"``) or SubjectAccessReviews (``"subjectaccessreviews"``) asked."""
+        return [r for r in self.calls("POST") if r.path.rsplit("/", 1)[-1] == kind]
+
+    def add_user(self, token: str, username: str, groups: list[str] | None = None, uid: str = "") -> None:
+        """Make ``token`` authenticate as ``username`` (``system:authenticated`` added to ``groups``)."""
+        user: dict[str, Any] = {"username": username, "groups": [*(groups or []), "system:authenticated"]}
+        if uid:
+            user["uid"] = uid
+        self.users[token] = user
+
+    def grant(self, subject: str, **rule: str) -> None:
+        """Allow ``subject`` (a user or group name) what ``rule`` names: resource attributes (``verb``,
+        ``resource``, ``group``, ``namespace``, ``name``, ``subresource``) or ``path`` and ``verb``."""
+        self.grants.append((subject, rule))
+
+    def _allowed(self, spec: dict[str, Any]) -> bool:
+        subjects = {spec.get("user", ""), *(spec.get("groups") or [])}
+        resource = spec.get("resourceAttributes")
+        attrs = resource if resource is not None else spec.get("nonResourceAttributes") or {}
+        for subject, rule in self.grants:
+            if subject not in subjects or ("path" in rule) == (resource is not None):
+                continue
+            if all(_rule_matches(key, want, str(attrs.get(key, ""))) for key, want in rule.items()):
+                return True
+        return False
+
+
+def _rule_matches(key: str, want: str, have: str) -> bool:
+    if want == "*" or want == have:
+        return True
+    return key == "path" and want.endswith("*") and have.startswith(want[:-1])
+
 
 def _plural(coll: str) -> str:
     return coll.rsplit("/", 1)[-1]
@@ -171,6 +211,9 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def _handle(self) -> None:
+            if fake.closed.is_set():  # closed: a kept-alive connection gets no answer either
+                self.close_connection = True
+                return
             url = urlsplit(self.path)
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
@@ -188,6 +231,12 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
             if canned is not None:
                 self._send(*canned)
                 return
+            if self.command == "POST" and url.path == "/apis/authentication.k8s.io/v1/tokenreviews":
+                self._token_review(body)
+                return
+            if self.command == "POST" and url.path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+                self._access_review(body)
+                return
             if url.path == "/version":
                 self._send(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0"})
                 return
@@ -202,6 +251,27 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 self._object(coll, name, sub, body, headers)
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+        # -- reviews (authentication.k8s.io/v1, authorization.k8s.io/v1) ------------------------
+
+        def _token_review(self, body: Any) -> None:
+            token = ((body or {}).get("spec") or {}).get("token", "")
+            user = fake.users.get(token)
+            status: dict[str, Any] = (
+                {"authenticated": True, "user": user} if user is not None else {"user": {}, "error": "invalid token"}
+            )
+            answer = {**body, "metadata": {"creationTimestamp": None}, "status": status}
+            self._send(201, answer)
+
+        def _access_review(self, body: Any) -> None:
+            spec = (body or {}).get("spec") or {}
+            with fake.lock:
+                allowed = fake._allowed(spec)
+                reason = fake.deny_reason
+            status: dict[str, Any] = {"allowed": True} if allowed else {"allowed": False}
+            if not allowed and reason:
+                status["reason"] = reason
+            self._send(201, {**body, "metadata": {"creationTimestamp": None}, "status": status})
 
         # -- collections ---------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Mutual TLS over real HTTPS: with a client CA the extender verbs answer only kube-scheduler's certificate,
-the webhooks only the API server's, health and metrics stay open to the kubelet and Prometheus; without one,
-behaviour is as before. Certificates come from ``koord certs --client-cn``."""
+the webhooks only the API server's, inspection and metrics any certificate of the CA (embedded mode: no API
+server to ask about tokens), health stays open to the kubelet; without one, behaviour is as before.
+Certificates come from ``koord certs --client-cn``."""
 
 from __future__ import annotations
 
@@ -133,9 +134,11 @@ def test_each_caller_reaches_only_its_endpoints(
                 assert f"client certificate CN {cn!r} may not call the" in answer.json()["message"]
             if answer.status_code == 401:
                 assert "require a client certificate signed by the --client-ca-file CA" in answer.json()["message"]
-        # probes, metrics and inspection need no certificate
-        for path in ("/healthz", "/readyz", "/metrics", "/apis/v1/nodes/node-idle"):
+        # probes need no certificate; metrics and inspection need one of the CA (issue 46)
+        for path in ("/healthz", "/readyz"):
             assert c.get(path).status_code == 200, path
+        for path in ("/metrics", "/apis/v1/nodes/node-idle", "/ui"):
+            assert c.get(path).status_code == (200 if cn else 401), path
 
 
 def test_a_certificate_from_another_ca_is_refused_in_the_handshake(mtls: TLSServer) -> None:
@@ -182,19 +185,18 @@ def _explain_body() -> dict[str, object]:
 )
 def test_explain_runs_the_plugins_only_for_a_certificate_of_the_ca(mtls: TLSServer, cn: str | None, code: int) -> None:
     """POST /apis/v1/explain runs the whole filter pipeline: with client authentication it needs a certificate
-    (any the CA signed when no --allowed-inspection-client-names); the GETs of cached state stay open."""
+    (any the CA signed when no --allowed-inspection-client-names), as every inspection call does (issue 46)."""
     with mtls.client(cn) as c:
         r = c.post("/apis/v1/explain", json=_explain_body())
         assert r.status_code == code, r.text
         if code == 401:
             assert r.json()["message"] == (
-                "the inspection calls that run the plugins require a client certificate signed by the "
-                "--client-ca-file CA"
+                "Unauthorized: this call needs a client certificate signed by the --client-ca-file CA"
             )
         else:
             assert "node-idle" in r.json()["nodes"]
         for path in ("/apis/v1/nodes/node-idle", "/apis/v1/__services__", "/apis/v1/plugins"):
-            assert c.get(path).status_code == 200, path
+            assert c.get(path).status_code == code, path
 
 
 def test_explain_answers_403_to_a_name_not_allowed(certs: Path, cluster: Path) -> None:
@@ -204,8 +206,7 @@ def test_explain_answers_403_to_a_name_not_allowed(certs: Path, cluster: Path) -
             r = c.post("/apis/v1/explain", json=_explain_body())
             assert r.status_code == 403, r.text
             assert r.json()["message"] == (
-                "client certificate CN 'kube-apiserver' may not call the inspection calls that run the plugins "
-                "(allowed: koord-scheduler)"
+                "client certificate CN 'kube-apiserver' may not call the inspection calls (allowed: koord-scheduler)"
             )
         with srv.client("koord-scheduler") as c:
             assert c.post("/apis/v1/explain", json=_explain_body()).status_code == 200
@@ -214,6 +215,8 @@ def test_explain_answers_403_to_a_name_not_allowed(certs: Path, cluster: Path) -
 def test_without_a_client_ca_explain_stays_open(certs: Path, cluster: Path) -> None:
     with TLSServer(certs, cluster, None) as srv, srv.client(None) as c:
         assert c.post("/apis/v1/explain", json=_explain_body()).status_code == 200
+        for path in ("/apis/v1/nodes/node-idle", "/apis/v1/snapshot", "/metrics", "/ui"):
+            assert c.get(path).status_code == 200, path
 
 
 def test_koord_explain_presents_a_client_certificate(mtls: TLSServer, tmp_path: Path) -> None:

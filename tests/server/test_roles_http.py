@@ -63,13 +63,31 @@ def test_each_role_serves_only_its_routes(role_server: tuple[str, LiveServer]) -
         assert review["response"]["uid"] == wire("admissionreview.json")["request"]["uid"]
 
 
-def test_every_role_serves_inspection_health_and_metrics(role_server: tuple[str, LiveServer]) -> None:
-    _, srv = role_server
+INSPECTION_PATHS = (
+    "/apis/v1/nodes/fake-node-1",
+    "/apis/v1/__services__",
+    "/apis/v1/snapshot",
+    "/apis/v1/overview",
+    "/apis/v1/plugins",
+    "/apis/v1/plugins/ElasticQuota/quotas",
+    "/ui",
+    "/ui/static/ui.js",
+)
+
+
+def test_every_role_serves_health_and_metrics_and_only_the_webhooks_role_no_inspection(
+    role_server: tuple[str, LiveServer],
+) -> None:
+    """The webhooks' port is open to the network (the API server is not a pod): nothing there serves the cluster's
+    state (issue 46); inspection is the extender's, on loopback."""
+    role, srv = role_server
     assert srv.client.get("/healthz").status_code == 200
     assert srv.client.get("/readyz").status_code == 200
     assert srv.client.get("/metrics").status_code == 200
-    assert srv.client.get("/apis/v1/nodes/fake-node-1").status_code == 200
-    assert srv.client.get("/apis/v1/__services__").status_code == 200
+    codes = {path: srv.client.get(path).status_code for path in INSPECTION_PATHS}
+    assert codes == dict.fromkeys(INSPECTION_PATHS, 404 if role == "webhooks" else 200)
+    explain = srv.client.post("/apis/v1/explain", json=wire("filter.json")).status_code
+    assert explain == (404 if role == "webhooks" else 200)
 
 
 def test_webhooks_role_runs_no_background_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

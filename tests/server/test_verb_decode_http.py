@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from app.api.extender import ExtenderArgs
+from app.api.jsondepth import MAX_JSON_DEPTH
 from app.server import extender as extender_module
 from app.server.wire import BadRequest, ExtenderCall, decode, decode_extender_args
 from tests.conftest import WIRE, LiveServer, filter_body, wire
@@ -112,13 +113,15 @@ def test_every_bad_body_gets_the_same_400_over_http(example_server: LiveServer, 
     assert c.post(path, content=b"").json()["message"] == "empty request body: expected a JSON ExtenderArgs"
 
 
-def test_nesting_msgspec_refuses_but_orjson_takes_is_decoded_as_before(example_server: LiveServer) -> None:
+def test_nesting_msgspec_refuses_is_held_to_the_depth_limit(example_server: LiveServer) -> None:
+    """A body msgspec refuses for its nesting goes to decode(), which holds it to MAX_JSON_DEPTH (issue 46: deeply
+    nested input is bad input, 400); before, orjson's 1,024 levels let it through."""
     body = _with_pod(_pod_bytes()[:-1] + b',"x":' + b"[" * 990 + b"]" * 990 + b"}")
-    assert reference(body).Pod["x"] is not None  # orjson and pydantic take it
-    call = decode_extender_args(body)
-    assert call.pod_json is None and call.Pod.keys() == reference(body).Pod.keys()  # (too deep for ==)
+    with pytest.raises(BadRequest, match=f"nested more than {MAX_JSON_DEPTH} levels"):
+        decode_extender_args(body)
     r = example_server.client.post("/filter", content=body)
-    assert r.status_code == 200 and r.json()["NodeNames"] == ["node-idle"], r.text
+    assert r.status_code == 400, r.text
+    assert r.json()["message"] == f"request body is not valid: JSON nested more than {MAX_JSON_DEPTH} levels deep"
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, service: Any) -> list[int]:

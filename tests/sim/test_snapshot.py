@@ -227,8 +227,12 @@ def test_snapshot_from_a_running_service(tmp_path: Path) -> None:
 
 def test_snapshot_bad_inputs(tmp_path: Path) -> None:
     runner = CliRunner()
-    both = runner.invoke(cli, ["snapshot", "--server", "http://127.0.0.1:1", "--context", "x", "-o", str(tmp_path)])
-    assert both.exit_code == 2 and "excludes --kubeconfig and --context" in both.output
+    # with --server the kubeconfig gives the credentials: a named one that cannot be loaded is an error
+    missing = str(tmp_path / "missing")
+    both = runner.invoke(
+        cli, ["snapshot", "--server", "http://127.0.0.1:1", "--kubeconfig", missing, "-o", str(tmp_path)]
+    )
+    assert both.exit_code == 2 and "no usable kubeconfig" in both.output
     gone = runner.invoke(cli, ["snapshot", "--server", "http://127.0.0.1:1", "-o", str(tmp_path)])
     assert gone.exit_code == 2 and "cannot reach" in gone.output
     no_config = runner.invoke(cli, ["snapshot", "--kubeconfig", str(tmp_path / "missing"), "-o", str(tmp_path)])
