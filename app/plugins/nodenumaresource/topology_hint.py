@@ -70,12 +70,21 @@ def admit(
     requested = [r for r in NUMA_RESOURCES if ro.requests.get(r) and any(r in total[i] for i in numa_ids)]
     lacking = {r: {i for i in numa_ids if not available.get(i, {}).get(r)} for r in requested}
     max_size = 1 if policy == n.NUMA_POLICY_SINGLE_NUMA_NODE else len(numa_ids)
+    # A mask holding a NUMA node that lacks a requested resource never fits: leave those nodes out (the
+    # masks that remain come in the same order). A size whose largest amounts cannot reach a request has
+    # no fitting mask either: skip it whole. Both cut only masks that would fail, so the answer is the one
+    # of trying every mask, without 2^n tries on a machine of many NUMA nodes.
+    candidates = [i for i in numa_ids if not any(i in lacking[r] for r in requested)]
+    largest = {r: sorted((available.get(i, {}).get(r, 0) for i in candidates), reverse=True) for r in requested}
+    usable_largest = sorted((usable_by_node.get(i, 0) for i in candidates), reverse=True)
     best: tuple[int, ...] | None = None
     best_score = -1
-    for size in range(1, max_size + 1):
-        for mask in combinations(numa_ids, size):
-            if any(lacking[r].intersection(mask) for r in requested):
-                continue
+    for size in range(1, min(max_size, len(candidates)) + 1):
+        if any(sum(largest[r][:size]) < ro.requests[r] for r in requested):
+            continue
+        if ro.bind and sum(usable_largest[:size]) < ro.num_cpus:
+            continue
+        for mask in combinations(candidates, size):
             if any(sum(available[i].get(r, 0) for i in mask) < ro.requests[r] for r in requested):
                 continue
             if ro.bind and sum(usable_by_node.get(i, 0) for i in mask) < ro.num_cpus:
