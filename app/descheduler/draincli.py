@@ -86,22 +86,24 @@ def problems(dn: dict[str, Any]) -> list[str]:
 
 
 def render_list(items: list[dict[str, Any]]) -> Table:
-    """One row per DrainNode."""
+    """One row per DrainNode; what each has left (its true conditions, with the pods and reasons) below."""
     table = Table(title="DrainNodes")
-    for col in ("name", "node", "phase", "confirm", "pods", "left"):
+    for col in ("name", "node", "phase", "confirm", "pods"):
         table.add_column(col)
+    left: list[str] = []
     for dn in items:
         status = dn.get("status") or {}
+        name = dn["metadata"]["name"]
         table.add_row(
-            dn["metadata"]["name"],
+            name,
             str((dn.get("spec") or {}).get("nodeName") or ""),
             str(status.get("phase") or "-"),
             str((dn.get("spec") or {}).get("confirmState") or api.CONFIRM_WAIT),
             summary_text(status.get(api.STATUS_POD_MIGRATION_SUMMARY)),
-            "\n".join(problems(dn)) or "",
         )
-    if not items:
-        table.caption = "No drains found."
+        left += [f"{name}: {problem}" for problem in problems(dn)]
+    table.caption = "\n".join(left) if items else "No drains found."
+    table.caption_justify = "left"
     return table
 
 
@@ -131,6 +133,7 @@ def render_one(dn: dict[str, Any]) -> Table:
             str(e.get("message") or ""),
         )
     table.caption = "\n".join(problems(dn)) or summary_text(status.get(api.STATUS_POD_MIGRATION_SUMMARY))
+    table.caption_justify = "left"
     return table
 
 
@@ -138,7 +141,7 @@ def _emit(output: str, obj: Any, table: Table) -> None:
     if output == "json":
         sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        Console(width=160).print(table)
+        Console(width=100).print(table)  # tables stay within 100 columns, as every koord table
 
 
 def _check_output(output: str) -> None:
