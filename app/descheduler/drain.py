@@ -237,6 +237,8 @@ class DrainNodeController:
     ) -> None:
         self.cache, self.client, self.clock = cache, client, clock
         self.evictor_args = evictor_args or DefaultEvictorArgs()
+        #: DrainNodes already warned about a missing node (warned once, not every pass).
+        self._warned: set[str] = set()
 
     # ---------------------------------------------------------------------------------- reading
     def drains(self) -> list[dict[str, Any]]:
@@ -328,8 +330,11 @@ class DrainNodeController:
         name, node_name = dn["metadata"]["name"], dn["spec"].get("nodeName") or ""
         state = self.cache.nodes.get(node_name)
         if state is None:
-            log.warning("DrainNode %s: node %r not found", name, node_name)
+            if name not in self._warned:
+                log.warning("DrainNode %s: node %r not found; it stays Pending until the node exists", name, node_name)
+                self._warned.add(name)
             return False
+        self._warned.discard(name)
         spec = state.obj.get("spec") or {}
         labels: dict[str, Any] = {api.LABEL_PLANNING: ""}
         patch: dict[str, Any] = {"metadata": {"labels": labels}}

@@ -318,3 +318,20 @@ def test_wait_for_confirm_plans_without_evicting_then_abort_cleans_up(tmp_path: 
 def test_new_drain_node_refuses_values_upstream_does_not_know(kwargs: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         api.new_drain_node("x", "n", **kwargs)
+
+
+def test_a_drain_of_a_missing_node_stays_pending_and_warns_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def body(c: Cluster) -> None:
+        c.fake.seed(DN, api.new_drain_node("ghost", "no-such-node"))
+        for _ in range(3):
+            dn = await c.step()
+        assert dn["status"]["phase"] == "Pending"
+        assert not [r for r in c.fake.requests if r.method == "PATCH" and r.path.startswith(NODES)]
+
+    with caplog.at_level("WARNING", logger="koord.descheduler.drain"):
+        run_cluster(tmp_path, body)
+    assert [r.getMessage() for r in caplog.records].count(
+        "DrainNode ghost: node 'no-such-node' not found; it stays Pending until the node exists"
+    ) == 1
