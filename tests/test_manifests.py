@@ -48,6 +48,7 @@ WITH_STATUS_SUBRESOURCE = {
     "Reservation",
     "PodMigrationJob",
     "ClusterColocationProfile",
+    "DrainNode",
 }
 
 # LoadAwareScheduling defaults (pkg/scheduler/apis/config/v1/defaults.go), written out in
@@ -165,7 +166,7 @@ def test_expected_files_exist() -> None:
         "kube-scheduler-config.yaml",
     ):
         assert expected in names
-    assert len([n for n in names if n.startswith("crds/")]) == len(CRD_KINDS) == 9
+    assert len([n for n in names if n.startswith("crds/")]) == len(CRD_KINDS) == 10
     # The flat layout is gone: everything is applied through an overlay.
     assert not list((ROOT / "manifests").glob("*.yaml"))
 
@@ -212,6 +213,7 @@ def test_one_crd_per_koordinator_kind(crds: dict[str, dict[str, Any]]) -> None:
         "Reservation",
         "Device",
         "PodMigrationJob",
+        "DrainNode",
         "ClusterColocationProfile",
         "ElasticQuota",
         "PodGroup",
@@ -246,8 +248,9 @@ def test_crd_matches_kinds_table(crds: dict[str, dict[str, Any]], kind: str) -> 
 def test_short_names(crds: dict[str, dict[str, Any]]) -> None:
     assert crds["PodMigrationJob"]["spec"]["names"]["shortNames"] == ["pmj"]
     assert crds["NodeResourceTopology"]["spec"]["names"]["shortNames"] == ["node-res-topo"]
+    assert crds["DrainNode"]["spec"]["names"]["shortNames"] == ["dn"]
     for kind, crd in crds.items():
-        if kind not in ("PodMigrationJob", "NodeResourceTopology"):
+        if kind not in ("PodMigrationJob", "NodeResourceTopology", "DrainNode"):
             assert "shortNames" not in crd["spec"]["names"], kind
 
 

@@ -140,7 +140,7 @@ def test_images_are_the_pinned_parameters(overlay: tuple[str, Docs]) -> None:
 
 def test_everything_is_rendered(overlay: tuple[str, Docs]) -> None:
     _, docs = overlay
-    assert len(_find(docs, "CustomResourceDefinition")) == 9
+    assert len(_find(docs, "CustomResourceDefinition")) == 10
     assert _find(docs, "Secret") == []  # never in git
     assert {d["metadata"]["name"] for d in _find(docs, "Deployment")} == set(DEPLOYMENTS)
     assert [d["metadata"]["name"] for d in _find(docs, "DaemonSet")] == ["koord-agent"]

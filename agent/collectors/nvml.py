@@ -59,6 +59,11 @@ class NVML(Protocol):
         """``nvmlSystemGetDriverVersion`` (``580.159.04``)."""
         ...
 
+    def cuda_driver_version(self) -> str:
+        """``nvmlSystemGetCudaDriverVersion``: the newest CUDA version the driver supports, ``major.minor``
+        (NVML's ``13000`` -> ``13.0``)."""
+        ...
+
     def device_count(self) -> int:
         """``nvmlDeviceGetCount``."""
         ...
@@ -106,6 +111,12 @@ class NVML(Protocol):
         ...
 
 
+def cuda_version_text(value: int) -> str:
+    """NVML's CUDA version integer as ``major.minor`` (``13000`` -> ``13.0``, ``12040`` -> ``12.4``), the
+    ``CUDA_VERSION_MAJOR`` / ``CUDA_VERSION_MINOR`` split of ``nvml.h``."""
+    return f"{value // 1000}.{value % 1000 // 10}"
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -142,6 +153,10 @@ class PynvmlBackend:
     def driver_version(self) -> str:
         """See :class:`NVML`."""
         return _text(self._call("nvmlSystemGetDriverVersion"))
+
+    def cuda_driver_version(self) -> str:
+        """See :class:`NVML`."""
+        return cuda_version_text(int(self._call("nvmlSystemGetCudaDriverVersion")))
 
     def device_count(self) -> int:
         """See :class:`NVML`."""
@@ -229,6 +244,7 @@ class PynvmlBackend:
 class RecordedNVML:
     """:class:`NVML` answering from a capture (``nvml.json``: ``driver``, ``devices[]`` with ``index``,
     ``minor``, ``uuid``, ``name``, ``memory{total,used}``, ``utilization{gpu}``, ``pci_bus_id``,
+    ``cuda_driver_version`` (optional, NVML's integer form such as ``13000``),
     ``numa_node`` (an integer, or ``{"error": ...}`` for NotSupported), ``processes[]`` with ``pid``,
     ``used_memory`` and optional ``sm_util``).
 
@@ -265,6 +281,14 @@ class RecordedNVML:
     def driver_version(self) -> str:
         """See :class:`NVML`."""
         return str(self.capture.get("driver", ""))
+
+    def cuda_driver_version(self) -> str:
+        """See :class:`NVML` (the capture's ``cuda_driver_version``, NVML's integer form; a capture without
+        it answers NotSupported)."""
+        value = self.capture.get("cuda_driver_version")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise NVMLError("nvmlSystemGetCudaDriverVersion: not in the capture", not_supported=True)
+        return cuda_version_text(value)
 
     def device_count(self) -> int:
         """See :class:`NVML`."""

@@ -8,6 +8,8 @@ Device into node resources with them.
 
 from __future__ import annotations
 
+import re
+
 #: Device types (``schedulingv1alpha1.GPU`` / ``FPGA`` / ``RDMA``).
 DEVICE_GPU = "gpu"
 DEVICE_FPGA = "fpga"
@@ -28,6 +30,25 @@ RESOURCE_FPGA = "koordinator.sh/fpga"
 LABEL_GPU_VENDOR = "node.koordinator.sh/gpu-vendor"
 LABEL_GPU_MODEL = "node.koordinator.sh/gpu-model"
 LABEL_GPU_DRIVER_VERSION = "node.koordinator.sh/gpu-driver-version"
+#: Node labels koord device-daemon writes besides the three above. Upstream's koord-device-daemon writes its
+#: prints (``XPUDeviceInfo``) to a file for koordlet and defines no node label of its own, so these names are
+#: this rebuild's, in upstream's ``node.koordinator.sh/gpu-*`` style (docs/device-daemon.md).
+LABEL_GPU_COUNT = "node.koordinator.sh/gpu-count"
+LABEL_GPU_MEMORY = "node.koordinator.sh/gpu-memory"
+LABEL_GPU_CUDA_VERSION = "node.koordinator.sh/gpu-cuda-version"
+LABEL_RDMA_COUNT = "node.koordinator.sh/rdma-count"
+LABEL_DEVICE_DAEMON_TIMESTAMP = "node.koordinator.sh/device-daemon-timestamp"
+#: Every label koord device-daemon owns: written when discovered, removed from the Node when not.
+DEVICE_DAEMON_LABELS: tuple[str, ...] = (
+    LABEL_GPU_VENDOR,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_DRIVER_VERSION,
+    LABEL_GPU_COUNT,
+    LABEL_GPU_MEMORY,
+    LABEL_GPU_CUDA_VERSION,
+    LABEL_RDMA_COUNT,
+    LABEL_DEVICE_DAEMON_TIMESTAMP,
+)
 #: ``GPUVendorNVIDIA``.
 GPU_VENDOR_NVIDIA = "nvidia"
 
@@ -60,3 +81,12 @@ def gpu_model_label(name: str) -> str:
     drivers >= 470 add is dropped, spaces become dashes (``NVIDIA H200`` -> ``H200``,
     ``NVIDIA A100 SXM4 80GB`` -> ``A100-SXM4-80GB``, ``Tesla T4`` -> ``Tesla-T4``)."""
     return name.removeprefix("NVIDIA ").replace(" ", "-")
+
+
+_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def is_label_value(value: str) -> bool:
+    """Whether ``value`` is a valid Kubernetes label value (apimachinery ``IsValidLabelValue``: at most 63
+    characters, alphanumerics with ``-``, ``_`` or ``.`` inside; empty is valid)."""
+    return len(value) <= 63 and _LABEL_VALUE.match(value) is not None

@@ -56,6 +56,7 @@ KINDS: dict[str, KindInfo] = {
         KindInfo("Reservation", "scheduling.koordinator.sh", "v1alpha1", "reservations", False),
         KindInfo("Device", "scheduling.koordinator.sh", "v1alpha1", "devices", False),
         KindInfo("PodMigrationJob", "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs", False),
+        KindInfo("DrainNode", "scheduling.koordinator.sh", "v1alpha1", "drainnodes", False),
         KindInfo("ClusterColocationProfile", "config.koordinator.sh", "v1alpha1", "clustercolocationprofiles", False),
         KindInfo("ElasticQuota", "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", True),
         KindInfo("PodGroup", "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", True),

@@ -383,6 +383,7 @@ def explain(
 def _register_subcommands() -> None:
     """Commands that live in their own modules (each imports its heavy parts lazily)."""
     from agent.cli import agent
+    from agent.devicedaemon.cli import device_daemon
     from app.cli.certs import certs
     from app.cli.gang import gang_app
     from app.cli.quota import quota_app
@@ -395,6 +396,7 @@ def _register_subcommands() -> None:
     from app.manager.cli import manager
 
     cli.command(name="agent")(agent)
+    cli.command(name="device-daemon")(device_daemon)
     cli.command(name="manager")(manager)
     cli.command(name="sim", cls=SimCommand)(sim)  # koord sim whatif: app/cli/whatif.py
     cli.command(name="snapshot")(snapshot)

@@ -31,6 +31,7 @@ from rich.table import Table
 
 from app.api.logsetup import LogFormat, LogLevel, configure_logging
 from app.descheduler.config import ConfigError, DeschedulerConfig, load_config
+from app.descheduler.draincli import drain_app
 from app.framework.duration import parse_duration
 
 log = logging.getLogger("koord.descheduler")
@@ -39,22 +40,28 @@ log = logging.getLogger("koord.descheduler")
 DESCHEDULER_KINDS = ("Node", "Pod", "NodeMetric", "PodDisruptionBudget")
 #: Kinds the PodMigrationJob controller reads besides.
 MIGRATION_KINDS = ("Reservation", "PodMigrationJob")
+#: Kinds the DrainNodeController reads besides.
+DRAIN_KINDS = ("DrainNode",)
 DEFAULT_PORT = 10251
 #: Seconds between PodMigrationJob passes while waiting for the next round (upstream's arbitration interval).
 MIGRATION_PERIOD = 0.5
 
 descheduler_app = typer.Typer(
-    help="koord-descheduler: LowNodeLoad rebalancing (one round without an interval).",
+    help="koord-descheduler: LowNodeLoad rebalancing (one round without an interval), and node drains.",
     invoke_without_command=True,
 )
+descheduler_app.add_typer(drain_app, name="drain")
 
 
-def _source(cluster: Path | None, kubeconfig: Path | None, migration: bool) -> Any:
-    """The file source (``--cluster``) or the API server's, reading the migration kinds too when needed."""
+def _source(cluster: Path | None, kubeconfig: Path | None, migration: bool, drain: bool = False) -> Any:
+    """The file source (``--cluster``) or the API server's, reading the migration (and drain) kinds too
+    when needed."""
     from app.sources.files import FileSource
     from app.sources.kubernetes import KubernetesSource
 
     kinds = (*DESCHEDULER_KINDS, *MIGRATION_KINDS) if migration else DESCHEDULER_KINDS
+    if drain:
+        kinds = (*kinds, *DRAIN_KINDS)
     if cluster is not None:
         return FileSource(cluster, poll_interval=1.0, kinds=kinds)
     in_cluster = kubeconfig is None and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
@@ -99,10 +106,15 @@ async def run(
     evictor = PodEvictor(source, bucket=bucket)
     desched = Descheduler(config, evictor, dry_run=dry_run, jobs=source)
     migration = None
+    drain = None
     if config.migration_enabled and not desched.dry_run:
         from app.descheduler.migration import MigrationController
 
         migration = MigrationController(cache, source, config.migration, PodEvictor(source, attempts=1, bucket=bucket))
+        if config.drain_enabled:
+            from app.descheduler.drain import DrainNodeController
+
+            drain = DrainNodeController(cache, source, config.evictor)
     started, stopped = threading.Event(), threading.Event()
     server = None
     await source.start(cache)
@@ -143,6 +155,8 @@ async def run(
             while waited < interval:
                 if stopped.is_set():
                     raise RuntimeError("leadership lost")
+                if drain is not None:
+                    await drain.reconcile()
                 if migration is not None:
                     await migration.reconcile()
                 await asyncio.sleep(min(MIGRATION_PERIOD, interval - waited))
@@ -249,7 +263,7 @@ def descheduler(
         typer.echo(f"error: --descheduling-interval: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
-        source = _source(cluster, kubeconfig, cfg.migration_enabled)
+        source = _source(cluster, kubeconfig, cfg.migration_enabled, cfg.drain_enabled)
         report = asyncio.run(
             run(
                 cfg,

@@ -3,7 +3,8 @@
 Mirrors ``pkg/descheduler/apis/config/v1alpha2/types.go``, ``types_loadaware.go``,
 ``types_pluginargs.go`` (MigrationControllerArgs), ``defaults.go`` and
 ``validation/validation_loadaware.go``. Only the plugins this rebuild runs are understood:
-``LowNodeLoad`` (balance), ``MigrationController`` (evict) and ``DefaultEvictor`` (filter); any
+``LowNodeLoad`` (balance), ``MigrationController`` (evict), ``DefaultEvictor`` (filter) and the
+``DrainNodeController`` (enabled at any point; it needs MigrationController, which runs its jobs); any
 other enabled plugin is refused, naming the field. Percentages are floats in [0, 100]; durations are
 seconds.
 """
@@ -24,7 +25,7 @@ API_VERSION = "descheduler/v1alpha2"
 KIND = "DeschedulerConfiguration"
 DEFAULT_NODE_POOL = "__default_node_pool__"
 MAX_PERCENT, MIN_PERCENT = 100.0, 0.0
-KNOWN_PLUGINS = ("LowNodeLoad", "MigrationController", "DefaultEvictor")
+KNOWN_PLUGINS = ("LowNodeLoad", "MigrationController", "DefaultEvictor", "DrainNodeController")
 
 
 class ConfigError(ValueError):
@@ -121,6 +122,8 @@ class DeschedulerConfig:
     low_node_load: LowNodeLoadArgs | None = None
     evictor: DefaultEvictorArgs = field(default_factory=DefaultEvictorArgs)
     migration: MigrationControllerArgs = field(default_factory=MigrationControllerArgs)
+    #: DrainNodeController runs (enabled in any ``plugins`` section): DrainNode objects are carried out.
+    drain_enabled: bool = False
     #: MigrationController is the evictor (enabled in ``plugins.evict`` or configured): evictions become
     #: PodMigrationJobs instead of direct Eviction API calls.
     migration_enabled: bool = False
@@ -444,9 +447,17 @@ def parse_config(raw: Any) -> DeschedulerConfig:
         elif name == "MigrationController":
             cfg.migration = _migration_args(item.get("args"), f"{path}.args")
             cfg.migration_enabled = True
+        elif name == "DrainNodeController":
+            if item.get("args") not in (None, {}):
+                raise ConfigError(f"{path}.args", "DrainNodeController takes no args")
         else:
             raise ConfigError(f"{path}.name", f"unknown plugin {name!r}")
     cfg.migration_enabled = cfg.migration_enabled or "MigrationController" in enabled
+    cfg.drain_enabled = "DrainNodeController" in enabled
+    if cfg.drain_enabled and not cfg.migration_enabled:
+        raise ConfigError(
+            "profiles[0].plugins", "DrainNodeController needs MigrationController, which runs its PodMigrationJobs"
+        )
     if "LowNodeLoad" in enabled and cfg.low_node_load is None:
         raise ConfigError("profiles[0].pluginConfig", "LowNodeLoad is enabled but has no args (thresholds)")
     return cfg

@@ -51,7 +51,7 @@ def eight_gpu_capture() -> dict[str, Any]:
                 "processes": [],
             }
         )
-    return {"driver": "535.129.03", "count": 8, "devices": devices}
+    return {"driver": "535.129.03", "cuda_driver_version": 12020, "count": 8, "devices": devices}
 
 
 def h200_capture() -> dict[str, Any]:

@@ -8,7 +8,9 @@ are answered with ``Status`` bodies shaped exactly as kube-apiserver writes them
 * GET of a missing object: 404 NotFound (``pods "x" not found``, details name/kind);
 * POST of an existing name: 409 AlreadyExists; PUT with a stale resourceVersion: 409 Conflict;
 * POST ``pods/{name}/eviction``: 429 TooManyRequests with ``retryAfterSeconds`` when the pod is
-  labelled ``pdb=blocked`` (a PodDisruptionBudget), 409 on a uid precondition mismatch;
+  labelled ``pdb=blocked`` (a PodDisruptionBudget), or when a seeded policy/v1 PodDisruptionBudget selecting
+  it allows no disruption (an allowed eviction uses one up, :meth:`FakeAPIServer.take_disruption`); 409 on a
+  uid precondition mismatch;
 * POST ``pods/{name}/binding``: 409 Conflict when the pod is bound already;
 * LIST with ``limit``/``continue`` (410 Expired once continue tokens are expired);
 * WATCH (``watch=true``): a scripted stream of lines, chunked, ended cleanly, broken (no final
@@ -150,6 +152,30 @@ class FakeAPIServer:
             self.published[coll].append({"type": kind, "object": o})
             return o
 
+    def take_disruption(self, pod: dict[str, Any]) -> str | None:
+        """As kube-apiserver's eviction REST does with real PodDisruptionBudgets (policy/v1, seeded under
+        ``/apis/policy/v1/namespaces/<ns>/poddisruptionbudgets``; ``spec.selector.matchLabels`` only): a PDB
+        selecting the pod with ``status.disruptionsAllowed`` < 1 refuses (the message, for a 429), else every
+        selecting PDB's ``disruptionsAllowed`` is decremented (the test plays the disruption controller that
+        raises it again) and None is returned."""
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        coll = f"/apis/policy/v1/namespaces/{meta.get('namespace') or 'default'}/poddisruptionbudgets"
+        with self.lock:
+            pdbs = [
+                pdb
+                for pdb in self.store.get(coll, {}).values()
+                if (sel := ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels"))
+                and all(labels.get(k) == v for k, v in sel.items())
+            ]
+            for pdb in pdbs:
+                if int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) < 1:
+                    return f"The disruption budget {pdb['metadata']['name']} needs more healthy pods"
+            for pdb in pdbs:
+                pdb.setdefault("status", {})["disruptionsAllowed"] = int(pdb["status"]["disruptionsAllowed"]) - 1
+                pdb["metadata"]["resourceVersion"] = self.bump()
+        return None
+
     def calls(self, method: str | None = None) -> list[Recorded]:
         return [r for r in self.requests if method is None or r.method == method]
 
@@ -194,6 +220,7 @@ def _plural(coll: str) -> str:
 def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -428,6 +455,12 @@ def _handler(fake: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
                 }
                 msg = "Cannot evict pod as it would violate the pod's disruption budget."
                 self._send(429, status(429, "TooManyRequests", msg, details), {"Retry-After": "10"})
+                return
+            blocked = fake.take_disruption(pod)
+            if blocked is not None:
+                details = {"causes": [{"reason": "DisruptionBudget", "message": blocked}]}
+                msg = "Cannot evict pod as it would violate the pod's disruption budget."
+                self._send(429, status(429, "TooManyRequests", msg, details))
                 return
             with fake.lock:
                 fake.store[coll].pop(name, None)

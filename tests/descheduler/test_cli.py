@@ -199,3 +199,30 @@ def test_migration_controller_turns_evictions_into_jobs(tmp_path):
     name = report["evictions"][0]["podMigrationJob"]
     job = source._objects["PodMigrationJob"][name]
     assert job["spec"]["mode"] == "ReservationFirst" and job["spec"]["podRef"]["name"].startswith("p")
+
+
+def test_the_drain_controller_runs_between_rounds_when_enabled(tmp_path):
+    cluster, _ = _cluster(tmp_path)
+    docs = list(yaml.safe_load_all(cluster.read_text()))
+    docs.append({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "DrainNode", "metadata": {"name": "d"},
+                 "spec": {"nodeName": "cold", "confirmState": "Confirmed"}})  # fmt: skip
+    cluster.write_text(yaml.safe_dump_all(docs))
+    cfg = json.loads(json.dumps(CONFIG))
+    cfg["profiles"][0]["plugins"]["evict"] = {
+        "enabled": [{"name": "MigrationController"}, {"name": "DrainNodeController"}]
+    }
+    config = parse_config(cfg)
+    kinds = ("Node", "Pod", "NodeMetric", "PodMigrationJob", "Reservation", "DrainNode")
+
+    async def go():
+        source = FileSource(cluster, poll_interval=0.05, kinds=kinds)
+        await run(config, source, dry_run=True, interval=0.01, rounds=1)  # dry run: no controller runs
+        untouched = json.loads(json.dumps(source._objects["DrainNode"]["d"]))
+        source = FileSource(cluster, poll_interval=0.05, kinds=kinds)
+        await run(config, source, dry_run=False, interval=0.6, rounds=2)  # two controller passes
+        return untouched, source
+
+    untouched, source = asyncio.run(go())
+    assert "status" not in untouched
+    assert source._objects["DrainNode"]["d"]["status"]["phase"] in ("Running", "Complete")
+    assert source._objects["Node"]["cold"]["spec"]["unschedulable"] is True
