@@ -136,3 +136,20 @@ def fake_node_server(tmp_path: Path) -> Iterator[LiveServer]:
 def filter_body(pod: dict[str, Any], names: list[str]) -> dict[str, Any]:
     """ExtenderArgs as kube-scheduler sends it with nodeCacheCapable: true."""
     return {"Pod": copy.deepcopy(pod), "Nodes": None, "NodeNames": names}
+
+
+#: Tests that run a whole program in subprocesses (the benches' smoke runs, the documented commands, the
+#: sim's replays) and take seconds each. They are collected first, so that pytest-xdist's workers start on
+#: them and the run does not end with one worker busy on a long test while the other has nothing left.
+_LONG_FIRST = ("tests/test_bench_", "tests/test_docs.py", "tests/sim/", "tests/webhooks/test_pod_bench_smoke.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Move the long tests of :data:`_LONG_FIRST` to the front, keeping every other order as collected."""
+    root = str(ROOT) + "/"
+
+    def long_first(item: pytest.Item) -> int:
+        path = str(item.path).removeprefix(root)
+        return 0 if path.startswith(_LONG_FIRST) else 1
+
+    items.sort(key=long_first)
