@@ -18,10 +18,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/koord scheduler --port $(PORT)
 
-# The suite on every core (pytest-xdist), then the few tests that measure CPU of real processes, alone.
+# The suite on every core (pytest-xdist; its ten slowest tests listed), then the few tests that measure CPU
+# of real processes, alone.
 # One area, quickly: $(BIN)/pytest -q tests/plugins (docs/development.md, Tests).
 test: $(STAMP)
-	$(BIN)/pytest -q -rs -n auto -m "not serial"
+	$(BIN)/pytest -q -rs -n auto -m "not serial" --durations=10
 	$(BIN)/pytest -q -rs -m serial
 
 lint: $(STAMP)
