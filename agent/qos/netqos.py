@@ -1,0 +1,222 @@
+"""Network bandwidth per QoS class: ``networkQOS`` as HTB classes on the node's interface, through netlink.
+
+Follows upstream's NodeSLO fields (``apis/slo/v1alpha1`` ``NetworkQOS``: ``ingressRequest``, ``ingressLimit``,
+``egressRequest``, ``egressLimit``, each a quantity in bits/s or a percent of ``systemStrategy.
+totalNetworkBandwidth``) and the ``tc`` policy of ``resourceQOSStrategy.policies.netQOSPolicy`` (upstream's
+``qosmanager/plugins/netbandwidth/tc``), with pyroute2 for netlink (no ``tc`` binary):
+
+- On the interface: root qdisc ``htb`` handle ``1:`` (default class ``1:2``), class ``1:1`` rate = ceil = the
+  total bandwidth, and below it ``1:2`` SYSTEM and unclassified traffic, ``1:3`` LSR (and LSE), ``1:4`` LS,
+  ``1:5`` BE, each with rate = the class's ``egressRequest`` and ceil = its ``egressLimit`` (defaults: request
+  0 -> 1 kbit/s, the least HTB takes; limit unset -> the total). A class whose ``networkQOS.enable`` is
+  false gets rate 1 kbit/s and ceil = the total (no limit beyond the node's).
+- One ``u32`` filter per pod IPv4 address (``status.podIPs``) matching the source address (offset 12 of the
+  IP header) to its class: egress of a pod is shaped on the interface it leaves by.
+- Ingress (``ingressRequest`` / ``ingressLimit``) needs the traffic redirected to an ifb device; this agent
+  does not do that and says so once.
+
+The qdisc is rebuilt only when the plan (classes, rates, pod addresses) changes; otherwise nothing is sent.
+Support: pyroute2 importable, the interface present, ``netQOSPolicy`` ``tc``, a total bandwidth above 0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from agent.states.nodeslo import class_qos, network_value
+from agent.states.pods import PodMeta
+from app.api.koordext import QoSClass
+from app.api.quantity import QuantityError, int_value
+from app.api.slo import NodeSLOSpec
+
+log = logging.getLogger("agent.qos.netqos")
+
+ROOT_HANDLE = 0x10000  # 1:
+TOTAL_CLASS = 0x10001  # 1:1
+#: class minor per koord QoS class (SYSTEM also takes unclassified traffic: the qdisc's default).
+CLASS_MINOR = {"SYSTEM": 2, "LSR": 3, "LS": 4, "BE": 5}
+MIN_RATE_BPS = 1000
+ETH_P_IP = 0x0800
+FILTER_PRIO = 10
+
+
+@dataclass(frozen=True, slots=True)
+class NetClass:
+    """One HTB class: minor (``1:<minor>``), rate and ceil in bits/s."""
+
+    minor: int
+    rate: int
+    ceil: int
+
+
+@dataclass(frozen=True, slots=True)
+class NetPlan:
+    """What the interface should hold: the total (bits/s), the classes, and ``(IPv4 address, minor)`` filters."""
+
+    total: int
+    classes: tuple[NetClass, ...]
+    filters: tuple[tuple[str, int], ...]
+
+
+def _class_of(pod: PodMeta) -> str:
+    return {QoSClass.LSE: "LSR", QoSClass.LSR: "LSR", QoSClass.LS: "LS", QoSClass.BE: "BE"}.get(pod.qos, "SYSTEM")
+
+
+def total_bandwidth(spec: NodeSLOSpec) -> int:
+    """``systemStrategy.totalNetworkBandwidth`` in bits/s; 0 when unset or malformed."""
+    raw = spec.system_strategy.total_network_bandwidth if spec.system_strategy is not None else None
+    try:
+        return max(int_value(raw), 0) if raw is not None else 0
+    except QuantityError:
+        return 0
+
+
+def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
+    """The HTB plan of the NodeSLO and the pods' addresses; None when no class enables ``networkQOS`` or the
+    total bandwidth is 0 (nothing to shape).
+
+    Raises:
+        ValueError: a request or limit does not parse (the NodeSLO intake refuses those first).
+    """
+    total = total_bandwidth(spec)
+    classes: list[NetClass] = []
+    any_enabled = False
+    for name, minor in CLASS_MINOR.items():
+        cfg = class_qos(spec, name).network_qos
+        rate, ceil = MIN_RATE_BPS, total
+        if cfg is not None and cfg.enable:
+            any_enabled = True
+            if cfg.egress_request is not None:
+                rate = max(network_value(cfg.egress_request, total), MIN_RATE_BPS)
+            if cfg.egress_limit is not None:
+                ceil = max(network_value(cfg.egress_limit, total), MIN_RATE_BPS)
+        ceil = min(ceil, total) if total > 0 else ceil
+        classes.append(NetClass(minor, min(rate, ceil), ceil))
+    if not any_enabled or total <= 0:
+        return None
+    filters: list[tuple[str, int]] = []
+    for pod in pods:
+        if not pod.active:
+            continue
+        for ip in pod.ips:
+            try:
+                addr = ipaddress.ip_address(ip)
+            except ValueError:
+                continue
+            if addr.version == 4:
+                filters.append((str(addr), CLASS_MINOR[_class_of(pod)]))
+    return NetPlan(total, tuple(classes), tuple(sorted(set(filters))))
+
+
+def _u32_key(ip: str) -> str:
+    """pyroute2's u32 key matching IPv4 source ``ip``: ``value/mask+offset`` (offset 12 of the IP header)."""
+    return f"0x{int(ipaddress.IPv4Address(ip)):08x}/0xffffffff+12"
+
+
+class NetQoS:
+    """Applies :class:`NetPlan` values to an interface over netlink (pyroute2).
+
+    Args:
+        interface: the node's interface pods' traffic leaves by.
+        netns: a named network namespace the interface lives in (None: the agent's own).
+        dry_run: log the plan, change nothing.
+    """
+
+    def __init__(self, interface: str, netns: str | None = None, *, dry_run: bool = False) -> None:
+        self.interface = interface
+        self.netns = netns
+        self.dry_run = dry_run
+        self.applied: NetPlan | None = None
+        self._ingress_logged = False
+
+    def _ipr(self) -> Any:
+        from pyroute2 import IPRoute, NetNS
+
+        return NetNS(self.netns) if self.netns else IPRoute()
+
+    def supported(self) -> tuple[bool, str]:
+        """``(True, "")`` when pyroute2 loads and the interface exists, else ``(False, why not)``."""
+        try:
+            import pyroute2  # noqa: F401
+        except ImportError as exc:
+            return False, f"pyroute2 is not installed ({exc})"
+        try:
+            with self._ipr() as ipr:
+                if not ipr.link_lookup(ifname=self.interface):
+                    return False, f"no interface {self.interface!r}"
+        except Exception as exc:  # NetlinkError, OSError: no netns, no permission
+            return False, f"netlink unusable: {exc}"
+        return True, ""
+
+    def apply(self, wanted: NetPlan | None, spec: NodeSLOSpec | None = None) -> bool:
+        """Make the interface hold ``wanted`` (None: remove the agent's qdisc); True when something was sent.
+        Netlink errors are logged, never raised; the next call tries again."""
+        if spec is not None and not self._ingress_logged:
+            for name in CLASS_MINOR:
+                cfg = class_qos(spec, name).network_qos
+                ingress = cfg is not None and (cfg.ingress_limit is not None or cfg.ingress_request is not None)
+                if cfg is not None and cfg.enable and ingress:
+                    log.warning("networkQOS ingress limits are not enforced (they need an ifb device); egress only")
+                    self._ingress_logged = True
+                    break
+        if wanted == self.applied:
+            return False
+        if self.dry_run:
+            log.info("dry-run: would set HTB on %s: %s", self.interface, wanted)
+            self.applied = wanted
+            return True
+        try:
+            with self._ipr() as ipr:
+                idx = ipr.link_lookup(ifname=self.interface)[0]
+                try:
+                    ipr.tc("del", "htb", idx, ROOT_HANDLE)
+                except Exception as exc:  # no qdisc of ours yet
+                    log.debug("no root qdisc to remove on %s: %s", self.interface, exc)
+                if wanted is not None:
+                    ipr.tc("add", "htb", idx, ROOT_HANDLE, default=CLASS_MINOR["SYSTEM"])
+                    ipr.tc(
+                        "add-class",
+                        "htb",
+                        idx,
+                        TOTAL_CLASS,
+                        parent=ROOT_HANDLE,
+                        rate=f"{wanted.total}bit",
+                        ceil=f"{wanted.total}bit",
+                    )
+                    for c in wanted.classes:
+                        ipr.tc(
+                            "add-class",
+                            "htb",
+                            idx,
+                            ROOT_HANDLE | c.minor,
+                            parent=TOTAL_CLASS,
+                            rate=f"{c.rate}bit",
+                            ceil=f"{c.ceil}bit",
+                        )
+                    for ip, minor in wanted.filters:
+                        ipr.tc(
+                            "add-filter",
+                            "u32",
+                            idx,
+                            parent=ROOT_HANDLE,
+                            prio=FILTER_PRIO,
+                            protocol=ETH_P_IP,
+                            target=ROOT_HANDLE | minor,
+                            keys=[_u32_key(ip)],
+                        )
+        except Exception as exc:  # NetlinkError, OSError
+            log.warning("network QoS on %s not applied: %s", self.interface, exc)
+            self.applied = None
+            return False
+        log.info(
+            "network QoS on %s: total %d bit/s, classes %s, %d pod addresses",
+            self.interface,
+            wanted.total if wanted else 0,
+            [(f"1:{c.minor}", c.rate, c.ceil) for c in wanted.classes] if wanted else [],
+            len(wanted.filters) if wanted else 0,
+        )
+        self.applied = wanted
+        return True
