@@ -50,6 +50,9 @@ DEFAULT_FEATURES: dict[str, bool] = {
     "CPUEvict": False,
     "MemoryEvict": False,
     "CgroupReconcile": False,
+    "RdtResctrl": True,
+    "BlkIOReconcile": False,
+    "SystemConfig": False,
 }
 
 
