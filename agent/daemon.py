@@ -565,7 +565,7 @@ class Agent:
                     self.executor.make_group_dir(self.resctrl.root / group)
                 self.executor.update_host_batch(schemata_writes(ctx.slo, self.resctrl), verify=verify)
             if "BlkIOReconcile" in features:
-                self.executor.update_batch(self.blkio.plan(self.layout, ctx.slo), verify=verify)
+                self.executor.update_batch(self.blkio.plan(self.layout, ctx.slo, ctx.pods), verify=verify)
             if "SystemConfig" in features:
                 self.executor.update_host_batch(
                     system_writes(ctx.slo, ctx.capacity_memory, self.host_roots), verify=verify

@@ -12,6 +12,10 @@ Follows upstream ``pkg/koordlet/qosmanager/plugins/blkio/blkio_reconcile.go``:
   the throttles are keys of ``io.max`` (``rbps``, ``wbps``, ``riops``, ``wiops``; 0 written as ``max``).
 - A device found in those files but no longer configured (the class disabled, a block removed) is reset:
   throttles 0, weight 100 (upstream's remover).
+- cgroup v1's blk-throttle is flat (the kernel applies a group's limits to its own tasks only, not to child
+  groups, outside the v2 hierarchy), so on v1 the class's values are also written to each pod dir and container
+  dir under besteffort, where the pods' tasks are: each is then limited on its own. On v2 the besteffort dir's
+  ``io.max`` bounds the whole class, as upstream intends.
 - ``volumegroup`` and ``podvolume`` blocks need the node's local storage inventory (LVM, CSI mounts), which
   this agent does not collect: they are logged and skipped.
 
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from agent.cgroups import RESOURCES, CgroupLayout, CgroupPathError, CgroupVersion, read_text
 from agent.executor import CgroupWrite
+from agent.states.pods import PodMeta
 from app.api.slo import BlockCfg, NodeSLOSpec
 
 log = logging.getLogger("agent.qos.blkio")
@@ -120,8 +125,9 @@ class BlkioPlanner:
             self._logged.add(message)
             log.warning("%s", message)
 
-    def plan(self, layout: CgroupLayout, spec: NodeSLOSpec) -> list[CgroupWrite]:
-        """Writes for the besteffort dir: configured devices, and resets of devices no longer configured."""
+    def plan(self, layout: CgroupLayout, spec: NodeSLOSpec, pods: list[PodMeta] | None = None) -> list[CgroupWrite]:
+        """Writes for the besteffort dir (on v1 also its pods' and containers' dirs, see the module docstring):
+        configured devices, and resets of devices no longer configured."""
         strategy = spec.resource_qos_strategy
         if strategy is None:
             return []
@@ -131,7 +137,19 @@ class BlkioPlanner:
                 self._once(f"BlkioReconcile: blkioQOS of {name} is not supported (upstream configures beClass only)")
         be = strategy.be_class.blkio_qos if strategy.be_class is not None else None
         blocks = (be.blocks or []) if be is not None and be.enable else []
-        rel_dir = layout.qos_dir("BestEffort")
+        be_dir = layout.qos_dir("BestEffort")
+        rel_dirs = [be_dir]
+        if layout.version == CgroupVersion.V1:
+            for pod in pods or []:
+                if pod.cgroup_dir is None or not pod.cgroup_dir.startswith(be_dir + "/"):
+                    continue
+                rel_dirs.append(pod.cgroup_dir)
+                for c in pod.containers:
+                    if c.container_id:
+                        try:
+                            rel_dirs.append(layout.container_dir(pod.cgroup_dir, c.container_id))
+                        except CgroupPathError:
+                            continue
         wanted: dict[str, BlockCfg] = {}
         for block in blocks:
             kind = block.block_type or ""
@@ -143,8 +161,9 @@ class BlkioPlanner:
             except BlockDeviceError as exc:
                 self._once(f"BlkioReconcile: {exc}; skipped")
         writes: list[CgroupWrite] = []
-        for device, block in wanted.items():
-            writes += block_writes(rel_dir, device, block)
-        for device in sorted(configured_devices(layout, rel_dir) - set(wanted)):
-            writes += block_writes(rel_dir, device, None)
+        for rel_dir in rel_dirs:
+            for device, block in wanted.items():
+                writes += block_writes(rel_dir, device, block)
+            for device in sorted(configured_devices(layout, rel_dir) - set(wanted)):
+                writes += block_writes(rel_dir, device, None)
         return writes

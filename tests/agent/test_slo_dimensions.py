@@ -248,6 +248,10 @@ def test_every_dimension_per_class_on_a_v1_node(tmp_path: Path) -> None:
     assert env.read("blkio", "kubepods", "besteffort", "blkio.throttle.write_iops_device") == "253:16 200"
     assert env.read("blkio", "kubepods", "besteffort", "blkio.cost.weight") == "253:16 100"
     assert env.read("blkio", "kubepods", "burstable", "blkio.throttle.read_bps_device") == ""
+    # v1's blk-throttle is flat: the BE pod and its container dirs, where the tasks are, get the values too
+    be_blkio = ("blkio", "kubepods", "besteffort", "podbe--003")
+    assert env.read(*be_blkio, "blkio.throttle.read_bps_device") == "253:16 1048576"
+    assert env.read(*be_blkio, "c003", "blkio.throttle.read_bps_device") == "253:16 1048576"
     # Anolis memory QoS per class on pods and containers, priority / oom group on the QoS dirs
     be_pod = ("memory", "kubepods", "besteffort", "podbe--003")
     assert env.read(*be_pod, "memory.wmark_ratio") == "90"
