@@ -111,6 +111,9 @@ def agent(
         str | None,
         typer.Option(help="Interface shaped per QoS class with HTB (NodeSLO networkQOS); none: no network QoS."),
     ] = None,
+    net_netns: Annotated[
+        str | None, typer.Option(help="Named network namespace holding --net-interface (default: the agent's own).")
+    ] = None,
     device_interval: Annotated[
         float, typer.Option(help="Write the Device object at least this often, seconds (and whenever it changes).")
     ] = 60.0,
@@ -207,6 +210,7 @@ def agent(
         kubelet_root=kubelet_root_dir,
         resctrl_root=resctrl_root,
         net_interface=net_interface,
+        net_netns=net_netns,
     )
     the_agent = Agent(
         config,

@@ -578,8 +578,8 @@ class Agent:
                 except ValueError as exc:
                     log.warning("network QoS not planned: %s", exc)
                 else:
-                    if verify:
-                        self.netqos.applied = None if wanted is not None else self.netqos.applied
+                    if verify and wanted is not None and not self.netqos.present():
+                        self.netqos.applied = None  # someone removed or replaced the qdisc: rebuild it
                     self.netqos.apply(wanted, ctx.slo)
         if self.resctrl is not None and "RdtResctrl" in features:
             self.executor.update_host_batch(task_writes(self.layout, ctx.pods, self.resctrl))

@@ -151,6 +151,19 @@ class NetQoS:
             return False, f"netlink unusable: {exc}"
         return True, ""
 
+    def present(self) -> bool:
+        """Whether the interface's root qdisc is still the agent's HTB ``1:`` (read over netlink; False on errors)."""
+        try:
+            with self._ipr() as ipr:
+                idx = ipr.link_lookup(ifname=self.interface)[0]
+                return any(
+                    q.get_attr("TCA_KIND") == "htb" and q["handle"] == ROOT_HANDLE and q["parent"] == 0xFFFFFFFF
+                    for q in ipr.get_qdiscs(idx)
+                )
+        except Exception as exc:  # NetlinkError, OSError, IndexError
+            log.debug("network QoS on %s not readable: %s", self.interface, exc)
+            return False
+
     def apply(self, wanted: NetPlan | None, spec: NodeSLOSpec | None = None) -> bool:
         """Make the interface hold ``wanted`` (None: remove the agent's qdisc); True when something was sent.
         Netlink errors are logged, never raised; the next call tries again."""

@@ -246,6 +246,7 @@ def test_network_egress_of_be_is_limited_and_ls_is_not() -> None:
         wanted = net_plan(spec, pods)
         assert shaper.apply(wanted)
         assert not shaper.apply(wanted), "an unchanged plan sends nothing"
+        assert shaper.present()
         sink = subprocess.Popen(
             ["ip", "netns", "exec", ns_b, sys.executable, "-c", SINK, sink_ip, "2"],
             stdout=subprocess.PIPE,
