@@ -386,3 +386,22 @@ def test_network_plan_classes_and_filters() -> None:
     assert by_minor[3] == (1000, 100_000_000), "a disabled class is capped by the node only"
     assert plan.filters == (("10.0.0.2", 4), ("10.0.0.3", 5))
     assert net_plan(validated_spec(None), pods) is None, "no class enabled: nothing shaped"
+
+
+def test_the_start_up_line_says_what_this_node_supports_and_why_not(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import threading
+
+    env = Env(tmp_path, SLO_SPEC)
+    env.agent.config.features.discard("SystemConfig")
+    stop = threading.Event()
+    stop.set()
+    with caplog.at_level("INFO", logger="agent"):
+        env.agent.run(stop)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("QoS dimensions on this node")]
+    assert "LLC/MBA (resctrl) yes (CAT True, MBA True" in line
+    assert "disk IO yes (blkio.throttle.* with" in line
+    assert "memory wmark/priority/oom yes" in line
+    assert "system memory no (feature gate SystemConfig is off" in line
+    assert "network no (no --net-interface given)" in line
