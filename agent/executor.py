@@ -521,6 +521,8 @@ class CgroupExecutor:
         except InvalidHostWrite as exc:
             seen = (str(write.path), write.value)
             if seen not in self._refused_logged:
+                if len(self._refused_logged) >= 4096:
+                    self._refused_logged.clear()
                 self._refused_logged.add(seen)
                 log.warning("host value invalid, not written: %s (%s)", exc, write.reason or "no reason given")
             self._count(resource, "invalid")
