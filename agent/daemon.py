@@ -580,7 +580,7 @@ class Agent:
                 else:
                     if verify and wanted is not None and not self.netqos.present():
                         self.netqos.applied = None  # someone removed or replaced the qdisc: rebuild it
-                    self.netqos.apply(wanted, ctx.slo)
+                    self.netqos.apply(wanted)
         if self.resctrl is not None and "RdtResctrl" in features:
             self.executor.update_host_batch(task_writes(self.layout, ctx.pods, self.resctrl))
 

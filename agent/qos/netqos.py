@@ -12,8 +12,10 @@ totalNetworkBandwidth``) and the ``tc`` policy of ``resourceQOSStrategy.policies
   false gets rate 1 kbit/s and ceil = the total (no limit beyond the node's).
 - One ``u32`` filter per pod IPv4 address (``status.podIPs``) matching the source address (offset 12 of the
   IP header) to its class: egress of a pod is shaped on the interface it leaves by.
-- Ingress (``ingressRequest`` / ``ingressLimit``) needs the traffic redirected to an ifb device; this agent
-  does not do that and says so once.
+- Ingress (``ingressRequest`` / ``ingressLimit``), when an enabled class sets either: an ``ingress`` qdisc on the
+  interface redirects every IPv4 packet (``u32`` match-all, action ``mirred egress redirect``) to an ifb device
+  (``koord-ifb0`` by default, created and set up by the agent), which holds the same HTB tree with the ingress
+  values, pods classified by destination address (offset 16). Without ingress values both are removed.
 
 The qdisc is rebuilt only when the plan (classes, rates, pod addresses) changes; otherwise nothing is sent.
 Support: pyroute2 importable, the interface present, ``netQOSPolicy`` ``tc``, a total bandwidth above 0.
@@ -54,11 +56,13 @@ class NetClass:
 
 @dataclass(frozen=True, slots=True)
 class NetPlan:
-    """What the interface should hold: the total (bits/s), the classes, and ``(IPv4 address, minor)`` filters."""
+    """What the interface should hold: the total (bits/s), the egress classes, ``(IPv4 address, minor)`` filters,
+    and the ingress classes (empty: no ingress shaping)."""
 
     total: int
     classes: tuple[NetClass, ...]
     filters: tuple[tuple[str, int], ...]
+    ingress: tuple[NetClass, ...] = ()
 
 
 def _class_of(pod: PodMeta) -> str:
@@ -83,18 +87,25 @@ def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
     """
     total = total_bandwidth(spec)
     classes: list[NetClass] = []
-    any_enabled = False
+    ingress: list[NetClass] = []
+    any_enabled = any_ingress = False
+
+    def one(minor: int, request: Any, limit: Any) -> NetClass:
+        rate = max(network_value(request, total), MIN_RATE_BPS) if request is not None else MIN_RATE_BPS
+        ceil = max(network_value(limit, total), MIN_RATE_BPS) if limit is not None else total
+        ceil = min(ceil, total) if total > 0 else ceil
+        return NetClass(minor, min(rate, ceil), ceil)
+
     for name, minor in CLASS_MINOR.items():
         cfg = class_qos(spec, name).network_qos
-        rate, ceil = MIN_RATE_BPS, total
         if cfg is not None and cfg.enable:
             any_enabled = True
-            if cfg.egress_request is not None:
-                rate = max(network_value(cfg.egress_request, total), MIN_RATE_BPS)
-            if cfg.egress_limit is not None:
-                ceil = max(network_value(cfg.egress_limit, total), MIN_RATE_BPS)
-        ceil = min(ceil, total) if total > 0 else ceil
-        classes.append(NetClass(minor, min(rate, ceil), ceil))
+            any_ingress = any_ingress or cfg.ingress_request is not None or cfg.ingress_limit is not None
+            classes.append(one(minor, cfg.egress_request, cfg.egress_limit))
+            ingress.append(one(minor, cfg.ingress_request, cfg.ingress_limit))
+        else:
+            classes.append(one(minor, None, None))
+            ingress.append(one(minor, None, None))
     if not any_enabled or total <= 0:
         return None
     filters: list[tuple[str, int]] = []
@@ -108,12 +119,39 @@ def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
                 continue
             if addr.version == 4:
                 filters.append((str(addr), CLASS_MINOR[_class_of(pod)]))
-    return NetPlan(total, tuple(classes), tuple(sorted(set(filters))))
+    return NetPlan(total, tuple(classes), tuple(sorted(set(filters))), tuple(ingress) if any_ingress else ())
 
 
-def _u32_key(ip: str) -> str:
-    """pyroute2's u32 key matching IPv4 source ``ip``: ``value/mask+offset`` (offset 12 of the IP header)."""
-    return f"0x{int(ipaddress.IPv4Address(ip)):08x}/0xffffffff+12"
+def _u32_key(ip: str, offset: int = 12) -> str:
+    """pyroute2's u32 key matching IPv4 ``ip`` at ``offset`` of the IP header (12 source, 16 destination):
+    ``value/mask+offset``."""
+    return f"0x{int(ipaddress.IPv4Address(ip)):08x}/0xffffffff+{offset}"
+
+
+INGRESS_HANDLE = 0xFFFF0000  # ffff:
+DEFAULT_IFB = "koord-ifb0"
+
+
+def _htb_tree(ipr: Any, idx: int, total: int, classes: tuple[NetClass, ...], filters: Any, offset: int) -> None:
+    """Root ``htb 1:`` on link ``idx``, ``1:1`` at ``total`` bits/s, the classes below it, a u32 filter per
+    ``(address, minor)`` matching the address at ``offset``."""
+    ipr.tc("add", "htb", idx, ROOT_HANDLE, default=CLASS_MINOR["SYSTEM"])
+    ipr.tc("add-class", "htb", idx, TOTAL_CLASS, parent=ROOT_HANDLE, rate=f"{total}bit", ceil=f"{total}bit")
+    for c in classes:
+        ipr.tc(
+            "add-class", "htb", idx, ROOT_HANDLE | c.minor, parent=TOTAL_CLASS, rate=f"{c.rate}bit", ceil=f"{c.ceil}bit"
+        )
+    for ip, minor in filters:
+        ipr.tc(
+            "add-filter",
+            "u32",
+            idx,
+            parent=ROOT_HANDLE,
+            prio=FILTER_PRIO,
+            protocol=ETH_P_IP,
+            target=ROOT_HANDLE | minor,
+            keys=[_u32_key(ip, offset)],
+        )
 
 
 class NetQoS:
@@ -123,14 +161,17 @@ class NetQoS:
         interface: the node's interface pods' traffic leaves by.
         netns: a named network namespace the interface lives in (None: the agent's own).
         dry_run: log the plan, change nothing.
+        ifb: the ifb device ingress traffic is redirected to and shaped on (created when needed).
     """
 
-    def __init__(self, interface: str, netns: str | None = None, *, dry_run: bool = False) -> None:
+    def __init__(
+        self, interface: str, netns: str | None = None, *, dry_run: bool = False, ifb: str = DEFAULT_IFB
+    ) -> None:
         self.interface = interface
+        self.ifb = ifb
         self.netns = netns
         self.dry_run = dry_run
         self.applied: NetPlan | None = None
-        self._ingress_logged = False
 
     def _ipr(self) -> Any:
         from pyroute2 import IPRoute, NetNS
@@ -156,25 +197,18 @@ class NetQoS:
         try:
             with self._ipr() as ipr:
                 idx = ipr.link_lookup(ifname=self.interface)[0]
-                return any(
-                    q.get_attr("TCA_KIND") == "htb" and q["handle"] == ROOT_HANDLE and q["parent"] == 0xFFFFFFFF
-                    for q in ipr.get_qdiscs(idx)
-                )
+                kinds = {
+                    q.get_attr("TCA_KIND") for q in ipr.get_qdiscs(idx) if q["handle"] in (ROOT_HANDLE, INGRESS_HANDLE)
+                }
+                want_ingress = self.applied is not None and bool(self.applied.ingress)
+                return "htb" in kinds and ("ingress" in kinds) == want_ingress
         except Exception as exc:  # NetlinkError, OSError, IndexError
             log.debug("network QoS on %s not readable: %s", self.interface, exc)
             return False
 
-    def apply(self, wanted: NetPlan | None, spec: NodeSLOSpec | None = None) -> bool:
-        """Make the interface hold ``wanted`` (None: remove the agent's qdisc); True when something was sent.
-        Netlink errors are logged, never raised; the next call tries again."""
-        if spec is not None and not self._ingress_logged:
-            for name in CLASS_MINOR:
-                cfg = class_qos(spec, name).network_qos
-                ingress = cfg is not None and (cfg.ingress_limit is not None or cfg.ingress_request is not None)
-                if cfg is not None and cfg.enable and ingress:
-                    log.warning("networkQOS ingress limits are not enforced (they need an ifb device); egress only")
-                    self._ingress_logged = True
-                    break
+    def apply(self, wanted: NetPlan | None) -> bool:
+        """Make the interface (and the ifb device, for ingress) hold ``wanted`` (None: remove the agent's qdiscs);
+        True when something was sent. Netlink errors are logged, never raised; the next call tries again."""
         if wanted == self.applied:
             return False
         if self.dry_run:
@@ -184,51 +218,48 @@ class NetQoS:
         try:
             with self._ipr() as ipr:
                 idx = ipr.link_lookup(ifname=self.interface)[0]
-                try:
-                    ipr.tc("del", "htb", idx, ROOT_HANDLE)
-                except Exception as exc:  # no qdisc of ours yet
-                    log.debug("no root qdisc to remove on %s: %s", self.interface, exc)
+                for kind, handle in (("htb", ROOT_HANDLE), ("ingress", INGRESS_HANDLE)):
+                    try:
+                        ipr.tc("del", kind, idx, handle)
+                    except Exception as exc:  # none of ours yet
+                        log.debug("no %s qdisc to remove on %s: %s", kind, self.interface, exc)
+                found = ipr.link_lookup(ifname=self.ifb)
+                if found and not (wanted is not None and wanted.ingress):
+                    ipr.link("del", index=found[0])
                 if wanted is not None:
-                    ipr.tc("add", "htb", idx, ROOT_HANDLE, default=CLASS_MINOR["SYSTEM"])
-                    ipr.tc(
-                        "add-class",
-                        "htb",
-                        idx,
-                        TOTAL_CLASS,
-                        parent=ROOT_HANDLE,
-                        rate=f"{wanted.total}bit",
-                        ceil=f"{wanted.total}bit",
-                    )
-                    for c in wanted.classes:
-                        ipr.tc(
-                            "add-class",
-                            "htb",
-                            idx,
-                            ROOT_HANDLE | c.minor,
-                            parent=TOTAL_CLASS,
-                            rate=f"{c.rate}bit",
-                            ceil=f"{c.ceil}bit",
-                        )
-                    for ip, minor in wanted.filters:
+                    _htb_tree(ipr, idx, wanted.total, wanted.classes, wanted.filters, 12)
+                    if wanted.ingress:
+                        if not found:
+                            ipr.link("add", ifname=self.ifb, kind="ifb")
+                        ifb = ipr.link_lookup(ifname=self.ifb)[0]
+                        ipr.link("set", index=ifb, state="up")
+                        try:
+                            ipr.tc("del", "htb", ifb, ROOT_HANDLE)
+                        except Exception as exc:  # a new ifb
+                            log.debug("no htb to remove on %s: %s", self.ifb, exc)
+                        _htb_tree(ipr, ifb, wanted.total, wanted.ingress, wanted.filters, 16)
+                        ipr.tc("add", "ingress", idx, INGRESS_HANDLE)
                         ipr.tc(
                             "add-filter",
                             "u32",
                             idx,
-                            parent=ROOT_HANDLE,
-                            prio=FILTER_PRIO,
+                            parent=INGRESS_HANDLE,
+                            prio=1,
                             protocol=ETH_P_IP,
-                            target=ROOT_HANDLE | minor,
-                            keys=[_u32_key(ip)],
+                            target=ROOT_HANDLE,
+                            keys=["0x0/0x0+0"],
+                            action={"kind": "mirred", "direction": "egress", "action": "redirect", "ifindex": ifb},
                         )
         except Exception as exc:  # NetlinkError, OSError
             log.warning("network QoS on %s not applied: %s", self.interface, exc)
             self.applied = None
             return False
         log.info(
-            "network QoS on %s: total %d bit/s, classes %s, %d pod addresses",
+            "network QoS on %s: total %d bit/s, egress classes %s, ingress %s, %d pod addresses",
             self.interface,
             wanted.total if wanted else 0,
             [(f"1:{c.minor}", c.rate, c.ceil) for c in wanted.classes] if wanted else [],
+            [(f"1:{c.minor}", c.rate, c.ceil) for c in wanted.ingress] if wanted and wanted.ingress else "off",
             len(wanted.filters) if wanted else 0,
         )
         self.applied = wanted

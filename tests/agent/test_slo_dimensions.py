@@ -369,7 +369,14 @@ def test_network_plan_classes_and_filters() -> None:
                 "systemStrategy": {"totalNetworkBandwidth": "100M"},
                 "resourceQOSStrategy": {
                     "lsClass": {"networkQOS": {"enable": True, "egressRequest": "50%", "egressLimit": "100%"}},
-                    "beClass": {"networkQOS": {"enable": True, "egressRequest": "10M", "egressLimit": "20%"}},
+                    "beClass": {
+                        "networkQOS": {
+                            "enable": True,
+                            "egressRequest": "10M",
+                            "egressLimit": "20%",
+                            "ingressLimit": "5M",
+                        }
+                    },
                 },
             }
         )
@@ -385,6 +392,12 @@ def test_network_plan_classes_and_filters() -> None:
     assert by_minor[5] == (10_000_000, 20_000_000)
     assert by_minor[3] == (1000, 100_000_000), "a disabled class is capped by the node only"
     assert plan.filters == (("10.0.0.2", 4), ("10.0.0.3", 5))
+    ingress = {c.minor: (c.rate, c.ceil) for c in plan.ingress}
+    assert ingress[5] == (1000, 5_000_000) and ingress[4] == (1000, 100_000_000), "ingress from the ingress fields"
+    no_ingress = json.loads(json.dumps(spec.model_dump(by_alias=True, exclude_none=True)))
+    no_ingress["resourceQOSStrategy"]["beClass"]["networkQOS"].pop("ingressLimit")
+    egress_only = net_plan(validated_spec(node_slo(no_ingress)), pods)
+    assert egress_only is not None and egress_only.ingress == (), "no ingress value: no ifb"
     assert net_plan(validated_spec(None), pods) is None, "no class enabled: nothing shaped"
 
 

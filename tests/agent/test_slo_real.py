@@ -203,7 +203,7 @@ def _ip(*args: str) -> None:
 
 
 @pytest.mark.serial
-def test_network_egress_of_be_is_limited_and_ls_is_not() -> None:
+def test_network_of_be_is_limited_both_ways_and_ls_is_not() -> None:
     reason = _net_reason()
     if reason:
         pytest.skip(reason)
@@ -230,7 +230,14 @@ def test_network_egress_of_be_is_limited_and_ls_is_not() -> None:
                     "systemStrategy": {"totalNetworkBandwidth": "1G"},
                     "resourceQOSStrategy": {
                         "lsClass": {"networkQOS": {"enable": True, "egressRequest": "50%", "egressLimit": "100%"}},
-                        "beClass": {"networkQOS": {"enable": True, "egressRequest": "1M", "egressLimit": "8M"}},
+                        "beClass": {
+                            "networkQOS": {
+                                "enable": True,
+                                "egressRequest": "1M",
+                                "egressLimit": "8M",
+                                "ingressLimit": "16M",
+                            }
+                        },
                     },
                 }
             }
@@ -265,12 +272,28 @@ def test_network_egress_of_be_is_limited_and_ls_is_not() -> None:
             return float(sink.stdout.readline())
 
         limit = 8_000_000 / 8  # bytes/s
-        be_rate = send(be_ip, 2.0)
+        be_rate = send(be_ip, 1.5)
         print(f"net: BE egress {be_rate * 8 / 1e6:.3f} Mbit/s with egressLimit 8M")
         assert 0.8 * limit <= be_rate <= 1.2 * limit, f"BE egress {be_rate * 8 / 1e6:.2f} Mbit/s, limit 8"
         ls_rate = send(ls_ip, 0.7)
         print(f"net: LS egress {ls_rate * 8 / 1e6:.1f} Mbit/s")
         assert ls_rate > 4 * limit, f"LS egress {ls_rate * 8 / 1e6:.2f} Mbit/s should not be held to BE's limit"
+
+        # ingress: traffic to the BE address is redirected to the ifb and held to its ingressLimit
+        sink.wait(timeout=10)
+        sink = subprocess.Popen(
+            ["ip", "netns", "exec", ns_a, sys.executable, "-c", SINK, be_ip, "1"], stdout=subprocess.PIPE, text=True
+        )
+        assert sink.stdout is not None
+        port = sink.stdout.readline().strip()
+        subprocess.run(
+            ["ip", "netns", "exec", ns_b, sys.executable, "-c", SOURCE, sink_ip, be_ip, port, "1.5"],
+            check=True,
+            timeout=30,
+        )
+        be_in = float(sink.stdout.readline())
+        print(f"net: BE ingress {be_in * 8 / 1e6:.3f} Mbit/s with ingressLimit 16M")
+        assert 0.8 * 2 * limit <= be_in <= 1.2 * 2 * limit, f"BE ingress {be_in * 8 / 1e6:.2f} Mbit/s, limit 16"
     finally:
         if sink is not None and sink.poll() is None:
             sink.kill()
