@@ -537,7 +537,9 @@ class Agent:
             net = Dimension("network", False, "no --net-interface given")
         else:
             ok, why = self.netqos.supported()
-            net = Dimension("network", ok, f"HTB on {self.netqos.interface}" if ok else why)
+            net = gated(
+                Dimension("network", ok, f"HTB on {self.netqos.interface}" if ok else why), "NetQOSByTC", features
+            )
         return [
             Dimension("cpu", True, "suppress, burst, cpuset; group identity where cpu.bvt_warp_ns exists"),
             Dimension("memory min/low/high", True, f"cgroup {self.layout.version.value}"),
@@ -570,7 +572,7 @@ class Agent:
                 self.executor.update_host_batch(
                     system_writes(ctx.slo, ctx.capacity_memory, self.host_roots), verify=verify
                 )
-            if self.netqos is not None:
+            if self.netqos is not None and "NetQOSByTC" in features:
                 policies = ctx.slo.resource_qos_strategy.policies if ctx.slo.resource_qos_strategy else None
                 tc = policies is None or (policies.net_qos_policy or "tc") == "tc"
                 try:

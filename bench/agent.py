@@ -133,7 +133,7 @@ def main() -> None:
             subprocess.run(["ip", "netns", "add", netns], check=True)
             subprocess.run(["ip", "-n", netns, "link", "add", "kb0", "type", "veth", "peer", "name", "kb1"], check=True)
             extra = ["--net-interface", "kb0", "--net-netns", netns]
-            gates = "BlkIOReconcile=true,SystemConfig=true,RdtResctrl=true"
+            gates = "BlkIOReconcile=true,SystemConfig=true,RdtResctrl=true,NetQOSByTC=true"
             args.feature_gates = f"{args.feature_gates},{gates}" if args.feature_gates else gates
         for i in range(args.pods):
             be = i % 2 == 0

@@ -53,6 +53,7 @@ DEFAULT_FEATURES: dict[str, bool] = {
     "RdtResctrl": True,
     "BlkIOReconcile": False,
     "SystemConfig": False,
+    "NetQOSByTC": False,
 }
 
 

@@ -5,13 +5,15 @@ Follows upstream's NodeSLO fields (``apis/slo/v1alpha1`` ``NetworkQOS``: ``ingre
 totalNetworkBandwidth``) and the ``tc`` policy of ``resourceQOSStrategy.policies.netQOSPolicy`` (upstream's
 ``qosmanager/plugins/netbandwidth/tc``), with pyroute2 for netlink (no ``tc`` binary):
 
-- On the interface: root qdisc ``htb`` handle ``1:`` (default class ``1:2``), class ``1:1`` rate = ceil = the
-  total bandwidth, and below it ``1:2`` SYSTEM and unclassified traffic, ``1:3`` LSR (and LSE), ``1:4`` LS,
-  ``1:5`` BE, each with rate = the class's ``egressRequest`` and ceil = its ``egressLimit`` (defaults: request
-  0 -> 1 kbit/s, the least HTB takes; limit unset -> the total). A class whose ``networkQOS.enable`` is
-  false gets rate 1 kbit/s and ceil = the total (no limit beyond the node's).
+- On the interface, upstream's layout (``TCManager``): root qdisc ``htb`` handle ``1:`` (default class ``1:2``),
+  class ``1:1`` rate = ceil = the total bandwidth, and below it ``1:2`` high (SYSTEM, LSE, LSR and unclassified
+  traffic; prio 0; rate = total - the other two rates, ceil = total), ``1:3`` mid (LS, ``lsClass``; prio 1) and
+  ``1:4`` low (BE, ``beClass``; prio 2), each with rate = the class's ``egressRequest`` and ceil = its
+  ``egressLimit`` (defaults: request 0 -> 1 kbit/s, the least HTB takes; limit unset -> the total). A class
+  whose ``networkQOS.enable`` is false gets rate 1 kbit/s and ceil = the total.
 - One ``u32`` filter per pod IPv4 address (``status.podIPs``) matching the source address (offset 12 of the
-  IP header) to its class: egress of a pod is shaped on the interface it leaves by.
+  IP header) to its class: egress of a pod is shaped on the interface it leaves by. (Upstream classifies with
+  ipset and an iptables ``CLASSIFY`` rule; u32 filters keep everything in one netlink family.)
 - Ingress (``ingressRequest`` / ``ingressLimit``), when an enabled class sets either: an ``ingress`` qdisc on the
   interface redirects every IPv4 packet (``u32`` match-all, action ``mirred egress redirect``) to an ifb device
   (``koord-ifb0`` by default, created and set up by the agent), which holds the same HTB tree with the ingress
@@ -38,8 +40,9 @@ log = logging.getLogger("agent.qos.netqos")
 
 ROOT_HANDLE = 0x10000  # 1:
 TOTAL_CLASS = 0x10001  # 1:1
-#: class minor per koord QoS class (SYSTEM also takes unclassified traffic: the qdisc's default).
-CLASS_MINOR = {"SYSTEM": 2, "LSR": 3, "LS": 4, "BE": 5}
+#: upstream's classes: minor and prio of high (SYSTEM, LSE, LSR, unclassified: the default), mid (LS), low (BE).
+HIGH, MID, LOW = 2, 3, 4
+PRIO = {HIGH: 0, MID: 1, LOW: 2}
 MIN_RATE_BPS = 1000
 ETH_P_IP = 0x0800
 FILTER_PRIO = 10
@@ -47,11 +50,12 @@ FILTER_PRIO = 10
 
 @dataclass(frozen=True, slots=True)
 class NetClass:
-    """One HTB class: minor (``1:<minor>``), rate and ceil in bits/s."""
+    """One HTB class: minor (``1:<minor>``), rate and ceil in bits/s, prio (lower is served first)."""
 
     minor: int
     rate: int
     ceil: int
+    prio: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +69,9 @@ class NetPlan:
     ingress: tuple[NetClass, ...] = ()
 
 
-def _class_of(pod: PodMeta) -> str:
-    return {QoSClass.LSE: "LSR", QoSClass.LSR: "LSR", QoSClass.LS: "LS", QoSClass.BE: "BE"}.get(pod.qos, "SYSTEM")
+def _class_of(pod: PodMeta) -> int:
+    """The HTB class minor of a pod (upstream's ``GetPodNetQoSClass``: LS mid, BE low, the others high)."""
+    return {QoSClass.LS: MID, QoSClass.BE: LOW}.get(pod.qos, HIGH)
 
 
 def total_bandwidth(spec: NodeSLOSpec) -> int:
@@ -94,9 +99,13 @@ def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
         rate = max(network_value(request, total), MIN_RATE_BPS) if request is not None else MIN_RATE_BPS
         ceil = max(network_value(limit, total), MIN_RATE_BPS) if limit is not None else total
         ceil = min(ceil, total) if total > 0 else ceil
-        return NetClass(minor, min(rate, ceil), ceil)
+        return NetClass(minor, min(rate, ceil), ceil, PRIO[minor])
 
-    for name, minor in CLASS_MINOR.items():
+    def high(others: list[NetClass]) -> NetClass:
+        rate = max(total - sum(c.rate for c in others), MIN_RATE_BPS)
+        return NetClass(HIGH, min(rate, total), total, PRIO[HIGH])
+
+    for name, minor in (("LS", MID), ("BE", LOW)):
         cfg = class_qos(spec, name).network_qos
         if cfg is not None and cfg.enable:
             any_enabled = True
@@ -108,6 +117,8 @@ def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
             ingress.append(one(minor, None, None))
     if not any_enabled or total <= 0:
         return None
+    classes.insert(0, high(classes))
+    ingress.insert(0, high(ingress))
     filters: list[tuple[str, int]] = []
     for pod in pods:
         if not pod.active:
@@ -118,7 +129,7 @@ def plan(spec: NodeSLOSpec, pods: list[PodMeta]) -> NetPlan | None:
             except ValueError:
                 continue
             if addr.version == 4:
-                filters.append((str(addr), CLASS_MINOR[_class_of(pod)]))
+                filters.append((str(addr), _class_of(pod)))
     return NetPlan(total, tuple(classes), tuple(sorted(set(filters))), tuple(ingress) if any_ingress else ())
 
 
@@ -135,11 +146,18 @@ DEFAULT_IFB = "koord-ifb0"
 def _htb_tree(ipr: Any, idx: int, total: int, classes: tuple[NetClass, ...], filters: Any, offset: int) -> None:
     """Root ``htb 1:`` on link ``idx``, ``1:1`` at ``total`` bits/s, the classes below it, a u32 filter per
     ``(address, minor)`` matching the address at ``offset``."""
-    ipr.tc("add", "htb", idx, ROOT_HANDLE, default=CLASS_MINOR["SYSTEM"])
+    ipr.tc("add", "htb", idx, ROOT_HANDLE, default=HIGH)
     ipr.tc("add-class", "htb", idx, TOTAL_CLASS, parent=ROOT_HANDLE, rate=f"{total}bit", ceil=f"{total}bit")
     for c in classes:
         ipr.tc(
-            "add-class", "htb", idx, ROOT_HANDLE | c.minor, parent=TOTAL_CLASS, rate=f"{c.rate}bit", ceil=f"{c.ceil}bit"
+            "add-class",
+            "htb",
+            idx,
+            ROOT_HANDLE | c.minor,
+            parent=TOTAL_CLASS,
+            rate=f"{c.rate}bit",
+            ceil=f"{c.ceil}bit",
+            prio=c.prio,
         )
     for ip, minor in filters:
         ipr.tc(

@@ -4,7 +4,7 @@ Each probe reads only (files and netlink); nothing is created. The dimensions, w
 needs (upstream's names and defaults, ``pkg/features/koordlet_features.go``): cpu (suppress, burst, group
 identity), memory min/low/high, memory watermarks / priority / OOM group (Anolis files), LLC and memory
 bandwidth (resctrl, gate ``RdtResctrl``), disk IO (gate ``BlkIOReconcile``), system memory settings (gate
-``SystemConfig``), network bandwidth (``netQOSPolicy: tc`` with an interface).
+``SystemConfig``), network bandwidth (gate ``NetQOSByTC``, ``netQOSPolicy: tc`` and an interface).
 """
 
 from __future__ import annotations

@@ -388,12 +388,13 @@ def test_network_plan_classes_and_filters() -> None:
     plan = net_plan(spec, pods)
     assert plan is not None and plan.total == 100_000_000
     by_minor = {c.minor: (c.rate, c.ceil) for c in plan.classes}
-    assert by_minor[4] == (50_000_000, 100_000_000)
-    assert by_minor[5] == (10_000_000, 20_000_000)
-    assert by_minor[3] == (1000, 100_000_000), "a disabled class is capped by the node only"
-    assert plan.filters == (("10.0.0.2", 4), ("10.0.0.3", 5))
+    assert by_minor[3] == (50_000_000, 100_000_000), "mid: LS"
+    assert by_minor[4] == (10_000_000, 20_000_000), "low: BE"
+    assert by_minor[2] == (40_000_000, 100_000_000), "high: what LS and BE do not request"
+    assert [c.prio for c in plan.classes] == [0, 1, 2]
+    assert plan.filters == (("10.0.0.2", 3), ("10.0.0.3", 4))
     ingress = {c.minor: (c.rate, c.ceil) for c in plan.ingress}
-    assert ingress[5] == (1000, 5_000_000) and ingress[4] == (1000, 100_000_000), "ingress from the ingress fields"
+    assert ingress[4] == (1000, 5_000_000) and ingress[3] == (1000, 100_000_000), "ingress from the ingress fields"
     no_ingress = json.loads(json.dumps(spec.model_dump(by_alias=True, exclude_none=True)))
     no_ingress["resourceQOSStrategy"]["beClass"]["networkQOS"].pop("ingressLimit")
     egress_only = net_plan(validated_spec(node_slo(no_ingress)), pods)
@@ -408,6 +409,7 @@ def test_the_start_up_line_says_what_this_node_supports_and_why_not(
 
     env = Env(tmp_path, SLO_SPEC)
     env.agent.config.features.discard("SystemConfig")
+    env.agent.config.features.add("NetQOSByTC")
     stop = threading.Event()
     stop.set()
     with caplog.at_level("INFO", logger="agent"):
