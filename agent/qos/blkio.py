@@ -119,6 +119,9 @@ class BlkioPlanner:
     def __init__(self, sys_root: Path = Path("/sys")) -> None:
         self.sys_root = sys_root
         self._logged: set[str] = set()
+        #: devices with values in each dir: read from the files the first time a dir is planned, then kept
+        #: (devices configured since, minus those reset), so a reconcile does not re-read every dir's files
+        self._devices: dict[str, set[str]] = {}
 
     def _once(self, message: str) -> None:
         if message not in self._logged:
@@ -161,9 +164,11 @@ class BlkioPlanner:
             except BlockDeviceError as exc:
                 self._once(f"BlkioReconcile: {exc}; skipped")
         writes: list[CgroupWrite] = []
+        known = {d: self._devices[d] if d in self._devices else configured_devices(layout, d) for d in rel_dirs}
         for rel_dir in rel_dirs:
             for device, block in wanted.items():
                 writes += block_writes(rel_dir, device, block)
-            for device in sorted(configured_devices(layout, rel_dir) - set(wanted)):
+            for device in sorted(known[rel_dir] - set(wanted)):
                 writes += block_writes(rel_dir, device, None)
+        self._devices = {d: set(wanted) for d in rel_dirs}
         return writes

@@ -25,8 +25,10 @@ Support: pyroute2 importable, the interface present, ``netQOSPolicy`` ``tc``, a 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,11 +192,28 @@ class NetQoS:
         self.netns = netns
         self.dry_run = dry_run
         self.applied: NetPlan | None = None
+        self._handle: Any = None
 
-    def _ipr(self) -> Any:
-        from pyroute2 import IPRoute, NetNS
+    @contextlib.contextmanager
+    def _ipr(self) -> Iterator[Any]:
+        """The netlink socket, opened once and kept (opening one, in a namespace above all, costs tens of ms);
+        closed on any error, so the next call opens a fresh one."""
+        if self._handle is None:
+            from pyroute2 import IPRoute, NetNS
 
-        return NetNS(self.netns) if self.netns else IPRoute()
+            self._handle = NetNS(self.netns) if self.netns else IPRoute()
+        try:
+            yield self._handle
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the netlink socket (reopened on the next use)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(Exception):
+                handle.close()
 
     def supported(self) -> tuple[bool, str]:
         """``(True, "")`` when pyroute2 loads and the interface exists, else ``(False, why not)``."""

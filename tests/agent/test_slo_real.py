@@ -214,6 +214,7 @@ def test_network_of_be_is_limited_both_ways_and_ls_is_not() -> None:
     sink_ip, ls_ip, be_ip = f"{net}.1", f"{net}.2", f"{net}.3"
     created: list[str] = []
     sink: subprocess.Popen[str] | None = None
+    shaper: NetQoS | None = None
     try:
         for ns in (ns_a, ns_b):
             _ip("netns", "add", ns)
@@ -295,6 +296,8 @@ def test_network_of_be_is_limited_both_ways_and_ls_is_not() -> None:
         print(f"net: BE ingress {be_in * 8 / 1e6:.3f} Mbit/s with ingressLimit 16M")
         assert 0.8 * 2 * limit <= be_in <= 1.2 * 2 * limit, f"BE ingress {be_in * 8 / 1e6:.2f} Mbit/s, limit 16"
     finally:
+        if shaper is not None:
+            shaper.close()
         if sink is not None and sink.poll() is None:
             sink.kill()
             sink.wait()
