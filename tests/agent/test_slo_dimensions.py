@@ -420,3 +420,16 @@ def test_the_start_up_line_says_what_this_node_supports_and_why_not(
     assert "memory wmark/priority/oom yes" in line
     assert "system memory no (feature gate SystemConfig is off" in line
     assert "network no (no --net-interface given)" in line
+
+
+def test_dry_run_plans_every_dimension_and_changes_nothing(tmp_path: Path) -> None:
+    env = Env(tmp_path, SLO_SPEC, dry_run=True)
+    before = env.snapshot()
+    env.agent.tick(1000.0)
+    assert env.snapshot() == before
+    planned = {(w.resource, w.rel_dir.rsplit("/", 1)[-1]) for w in env.agent.executor.planned}
+    assert ("blkio.throttle.read_bps_device", "besteffort") in planned
+    assert ("memory.wmark_ratio", "podbe--003") in planned
+    hosts = {(w.path.parent.name, w.path.name, w.value) for w in env.agent.executor.planned_host}
+    assert ("BE", "schemata", "L3:0=f;1=f") in hosts and ("BE", "tasks", "4242") in hosts
+    assert ("vm", "watermark_scale_factor", "150") in hosts
