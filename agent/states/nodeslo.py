@@ -10,7 +10,10 @@ Validation follows the ``validate:"..."`` markers of upstream's ``apis/slo/v1alp
 percents >= 0, ``cpuBurstPercent`` 1..10000, ``cfsQuotaBurstPercent`` >= 100, ``wmarkMinAdj`` -25..50,
 ``groupIdentity`` -1..2, ...; the ``gtfield`` / ``ltfield`` pairs (``memoryEvictLowerPercent`` <
 ``memoryEvictThresholdPercent``, ``catRangeStartPercent`` < ``catRangeEndPercent``, ...) are checked when
-both are set after the merge; every integer fits int64 (upstream's fields are ``*int64``). A NodeSLO
+both are set after the merge; every integer fits int64 (upstream's fields are ``*int64``); each
+``blkioQOS.blocks[]`` has a name, a type of upstream's (device | volumegroup | podvolume) and ``ioCfg`` values in
+``IOCfg``'s ranges (bps / iops >= 0, ``ioWeightPercent`` 1..100); each ``networkQOS`` request / limit is a
+non-negative quantity or a 0..100 % percent. A NodeSLO
 that does not parse or breaks a range is refused as a whole: :class:`NodeSLOIntake` keeps the last good
 spec in force (the defaults when none was good yet), so a threshold of 1000000 % never plans a quota.
 """
