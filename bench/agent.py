@@ -48,13 +48,17 @@ def first_disk() -> str | None:
     return None
 
 
-def blkio_mkdir(tree: CgroupTree, rel: str) -> Path:
-    """Make ``rel`` (and its kubepods parents) in the blkio controller; returns the dir (removed by the caller)."""
-    path = tree.root / "blkio" / rel
+def blkio_mkdir(tree: CgroupTree, rel: str) -> list[Path]:
+    """Make ``rel`` and its missing parents in the blkio controller; returns the dirs it created, parents first
+    (the caller removes them in reverse order)."""
+    made: list[Path] = []
     parts = Path(rel).parts
     for i in range(1, len(parts) + 1):
-        (tree.root / "blkio" / Path(*parts[:i])).mkdir(exist_ok=True)
-    return path
+        path = tree.root / "blkio" / Path(*parts[:i])
+        if not path.is_dir():
+            path.mkdir()
+            made.append(path)
+    return made
 
 
 def all_dimensions_spec(spec: dict[str, object]) -> dict[str, object]:
@@ -142,7 +146,7 @@ def main() -> None:
             tree.start(f"{rel}/c{i:04d}", SLEEP)
             if args.all_dimensions and be:
                 for d in (rel, f"{rel}/c{i:04d}"):
-                    blkio_dirs.append(blkio_mkdir(tree, d))
+                    blkio_dirs += blkio_mkdir(tree, d)
             res = (
                 {"requests": {"kubernetes.io/batch-cpu": "500"}, "limits": {"kubernetes.io/batch-cpu": "1000"}}
                 if be
