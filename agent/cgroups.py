@@ -60,6 +60,9 @@ class Resource:
         v2_name: the file on v2, None when v2 has no counterpart.
         minimum / maximum: inclusive integer bounds checked before a write (None = unbounded);
             ``-1`` is always accepted where ``allow_unlimited`` (quota / limit "no limit").
+        device_key: set for per-device files (blkio): the value is ``"MAJ:MIN N"`` and each device is a line
+            of the file; on v2 the key of ``io.max`` (``rbps``, ``wbps``, ``riops``, ``wiops``) or ``""`` for
+            ``io.weight``. ``N`` 0 means "no limit" for the throttle files (v2 ``max``).
     """
 
     name: str
@@ -68,6 +71,7 @@ class Resource:
     minimum: int | None = None
     maximum: int | None = None
     allow_unlimited: bool = False
+    device_key: str | None = None
 
 
 #: The resources the agent writes or reads, keyed by upstream name.
@@ -86,6 +90,20 @@ RESOURCES: dict[str, Resource] = {
         Resource("memory.min", "memory", "memory.min", 0, None),
         Resource("memory.low", "memory", "memory.low", 0, None),
         Resource("memory.high", "memory", "memory.high", 0, None, allow_unlimited=True),
+        # Anolis OS memory QoS (upstream cgroup_resource.go, same names on v2); written only where the kernel has them
+        Resource("memory.wmark_ratio", "memory", "memory.wmark_ratio", 0, 100),
+        Resource("memory.wmark_scale_factor", "memory", "memory.wmark_scale_factor", 1, 1000),
+        Resource("memory.wmark_min_adj", "memory", "memory.wmark_min_adj", -25, 50),
+        Resource("memory.priority", "memory", "memory.priority", 0, 12),
+        Resource("memory.use_priority_oom", "memory", "memory.use_priority_oom", 0, 1),
+        Resource("memory.oom.group", "memory", "memory.oom.group", 0, 1),
+        # block IO (upstream BlkioTR*/TW*/IOWeight): bytes/s and io/s per device, 0 = no limit
+        Resource("blkio.throttle.read_bps_device", "blkio", "io.max", 0, None, device_key="rbps"),
+        Resource("blkio.throttle.write_bps_device", "blkio", "io.max", 0, None, device_key="wbps"),
+        Resource("blkio.throttle.read_iops_device", "blkio", "io.max", 0, None, device_key="riops"),
+        Resource("blkio.throttle.write_iops_device", "blkio", "io.max", 0, None, device_key="wiops"),
+        # Anolis blk-iocost weight on v1, io.weight on v2; upstream writes ioWeightPercent (1..100)
+        Resource("blkio.cost.weight", "blkio", "io.weight", 1, 10000, device_key=""),
         Resource("cpuacct.usage", "cpuacct", None),
         Resource("memory.stat", "memory", "memory.stat"),
         Resource("cpu.stat", "cpu", "cpu.stat"),

@@ -104,6 +104,16 @@ def agent(
     nvml_capture: Annotated[
         Path | None, typer.Option(help="Answer NVML from a capture file (nvml.json) instead of the driver.")
     ] = None,
+    resctrl_root: Annotated[
+        Path, typer.Option(help="resctrl mount (LLC and memory bandwidth per QoS class; not mounted by the agent).")
+    ] = Path("/sys/fs/resctrl"),
+    net_interface: Annotated[
+        str | None,
+        typer.Option(help="Interface shaped per QoS class with HTB (NodeSLO networkQOS); none: no network QoS."),
+    ] = None,
+    net_netns: Annotated[
+        str | None, typer.Option(help="Named network namespace holding --net-interface (default: the agent's own).")
+    ] = None,
     device_interval: Annotated[
         float, typer.Option(help="Write the Device object at least this often, seconds (and whenever it changes).")
     ] = 60.0,
@@ -198,6 +208,9 @@ def agent(
         sys_root=sys_root,
         device_interval=device_interval,
         kubelet_root=kubelet_root_dir,
+        resctrl_root=resctrl_root,
+        net_interface=net_interface,
+        net_netns=net_netns,
     )
     the_agent = Agent(
         config,

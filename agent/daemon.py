@@ -26,9 +26,11 @@ from agent.collectors.rdma import RDMAInfo, discover_rdma
 from agent.cpumanagerstate import CPUManagerStateError, pod_cpu_allocs, read_cpu_manager_entries
 from agent.evictor import Evictor
 from agent.executor import CgroupExecutor
+from agent.hostfiles import HostRoots
 from agent.kubeletconfig import KubeletConfig
 from agent.metriccache import MetricCache
 from agent.metrics import AgentMetrics
+from agent.qos.blkio import BlkioPlanner
 from agent.qos.context import (
     BE_CPU_REAL_LIMIT,
     BE_CPU_REQUEST,
@@ -49,6 +51,12 @@ from agent.qos.cpuset import CPUSetAllocator, CPUSetPlan, CPUSetRule, RuleError,
 from agent.qos.cpusuppress import CPUSuppress, SuppressResult
 from agent.qos.evict import CPU_EVICT_COOL_SECONDS, MEMORY_EVICT_COOL_SECONDS, be_cpu_victims, be_memory_victims
 from agent.qos.isolation import Isolation
+from agent.qos.netqos import NetQoS
+from agent.qos.netqos import plan as net_plan
+from agent.qos.resctrl import GROUPS, schemata_writes, task_writes
+from agent.qos.resctrl import detect as detect_resctrl
+from agent.qos.support import Dimension, anolis_support, blkio_support, gated, support_line
+from agent.qos.sysconfig import system_writes
 from agent.reporter import (
     CollectPolicy,
     MetricWriter,
@@ -109,6 +117,9 @@ class AgentConfig:
             so a Device edited or deleted by someone else is repaired.
         rdma: look for RDMA NICs under ``<sys_root>/class/infiniband``.
         kubelet_root: the kubelet's root dir, where its static CPU manager keeps ``cpu_manager_state``.
+        resctrl_root: the resctrl mount (LLC and memory bandwidth per class).
+        net_interface: the interface pods' traffic leaves by, shaped per class (None: no network QoS).
+        net_netns: a named network namespace holding ``net_interface`` (None: the agent's own).
     """
 
     node_name: str
@@ -125,6 +136,9 @@ class AgentConfig:
     device_interval: float = 60.0
     rdma: bool = True
     kubelet_root: Path = Path("/var/lib/kubelet")
+    resctrl_root: Path = Path("/sys/fs/resctrl")
+    net_interface: str | None = None
+    net_netns: str | None = None
 
 
 def node_capacity(
@@ -203,7 +217,17 @@ class Agent:
         self.writer = writer
         self.evictor = evictor
         self.metrics = metrics or AgentMetrics()
-        self.executor = CgroupExecutor(layout, dry_run=config.dry_run, recorder=self.metrics)
+        self.host_roots = HostRoots(config.proc, config.sys_root, config.resctrl_root)
+        self.executor = CgroupExecutor(
+            layout, dry_run=config.dry_run, recorder=self.metrics, host_roots=self.host_roots
+        )
+        self.resctrl, self._resctrl_why = detect_resctrl(config.resctrl_root, config.proc)
+        self.blkio = BlkioPlanner(config.sys_root)
+        self.netqos = (
+            NetQoS(config.net_interface, config.net_netns, dry_run=config.dry_run) if config.net_interface else None
+        )
+        self._slo_key: object = None
+        self._slo_at = -1e18
         self.node_collector = NodeCollector(config.proc)
         self.pod_collector = PodCollector(layout)
         self.host_app_collector = HostAppCollector(CgroupUsageReader(layout))
@@ -470,6 +494,7 @@ class Agent:
             if self.last_burst is not None:
                 self.executor.update_batch(self.last_burst.writes)
         self.isolate(ctx)
+        self.enforce_slo_dimensions(ctx)
         if now - self._memory_evict_at >= MEMORY_EVICT_COOL_SECONDS:
             victims = be_memory_victims(ctx)
             if self._evict(victims):
@@ -498,6 +523,68 @@ class Agent:
         self._isolation_at = now
         if verify:
             self._reconciled_at = now
+
+    def dimensions(self) -> list[Dimension]:
+        """What this node enforces of each differentiated-SLO dimension, and why not (the start-up line)."""
+        features = self.config.features
+        ctx = self.context(time.time())
+        resctrl = (
+            Dimension("LLC/MBA (resctrl)", True, f"CAT {self.resctrl.cat}, MBA {self.resctrl.mba}, {self.resctrl.root}")
+            if self.resctrl is not None
+            else Dimension("LLC/MBA (resctrl)", False, self._resctrl_why)
+        )
+        if self.netqos is None:
+            net = Dimension("network", False, "no --net-interface given")
+        else:
+            ok, why = self.netqos.supported()
+            net = gated(
+                Dimension("network", ok, f"HTB on {self.netqos.interface}" if ok else why), "NetQOSByTC", features
+            )
+        return [
+            Dimension("cpu", True, "suppress, burst, cpuset; group identity where cpu.bvt_warp_ns exists"),
+            Dimension("memory min/low/high", True, f"cgroup {self.layout.version.value}"),
+            anolis_support(self.isolation.anolis_memory_supported(ctx)),
+            gated(resctrl, "RdtResctrl", features),
+            gated(blkio_support(self.layout), "BlkIOReconcile", features),
+            gated(Dimension("system memory", True, f"{self.host_roots.proc}/sys/vm"), "SystemConfig", features),
+            net,
+        ]
+
+    def enforce_slo_dimensions(self, ctx: QoSContext) -> None:
+        """LLC/MBA, disk IO, system memory and network per the NodeSLO: planned when the states change and
+        every ``reconcile_interval`` (files read again); resctrl tasks are synced every round, so new processes
+        join their class's group."""
+        now = ctx.now
+        features = self.config.features
+        key = (self.generation, ctx.capacity_memory)
+        verify = now - self._slo_at >= self.config.reconcile_interval
+        if key != self._slo_key or verify:
+            self._slo_key = key
+            if verify:
+                self._slo_at = now
+            if self.resctrl is not None and "RdtResctrl" in features:
+                for group in GROUPS:
+                    self.executor.make_group_dir(self.resctrl.root / group)
+                self.executor.update_host_batch(schemata_writes(ctx.slo, self.resctrl), verify=verify)
+            if "BlkIOReconcile" in features:
+                self.executor.update_batch(self.blkio.plan(self.layout, ctx.slo, ctx.pods), verify=verify)
+            if "SystemConfig" in features:
+                self.executor.update_host_batch(
+                    system_writes(ctx.slo, ctx.capacity_memory, self.host_roots), verify=verify
+                )
+            if self.netqos is not None and "NetQOSByTC" in features:
+                policies = ctx.slo.resource_qos_strategy.policies if ctx.slo.resource_qos_strategy else None
+                tc = policies is None or (policies.net_qos_policy or "tc") == "tc"
+                try:
+                    wanted = net_plan(ctx.slo, ctx.pods) if tc else None
+                except ValueError as exc:
+                    log.warning("network QoS not planned: %s", exc)
+                else:
+                    if verify and wanted is not None and not self.netqos.present():
+                        self.netqos.applied = None  # someone removed or replaced the qdisc: rebuild it
+                    self.netqos.apply(wanted)
+        if self.resctrl is not None and "RdtResctrl" in features:
+            self.executor.update_host_batch(task_writes(self.layout, ctx.pods, self.resctrl))
 
     def cpuset_rule(self) -> CPUSetRule | None:
         """The shared pools and kubelet policy of the NodeResourceTopology: the one last published, else (no
@@ -650,6 +737,7 @@ class Agent:
             self.config.interval,
             " (dry-run)" if self.config.dry_run else "",
         )
+        log.info("%s", support_line(self.dimensions()))
         next_at = time.monotonic()
         while not stop.is_set():
             try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from agent.cgroups import (
     read_text,
     shares_to_weight,
 )
+from agent.hostfiles import HostRoots, HostWrite, InvalidHostWrite, check_host_value, schemata_has
 from agent.validator import INT64_MAX, NodeBounds, OutOfBounds, check_cpuset, check_integer
 
 log = logging.getLogger("agent.executor")
@@ -80,6 +82,11 @@ def _normalise(resource: str, value: str, bounds: NodeBounds | None = None) -> s
     if res is None:
         raise InvalidWrite(f"unknown cgroup resource {resource!r}")
     text = value.strip()
+    if res.device_key is not None:
+        device, number = _split_device(resource, text)
+        if bounds is not None:
+            check_integer(resource, number, bounds)
+        return f"{device} {number}"
     if resource == "cpuset.cpus":
         try:
             cpus = parse_cpuset(text)
@@ -101,9 +108,58 @@ def _normalise(resource: str, value: str, bounds: NodeBounds | None = None) -> s
     return str(number)
 
 
+_DEVICE = re.compile(r"^(\d+):(\d+)$")
+
+
+def _split_device(resource: str, text: str) -> tuple[str, int]:
+    """``"8:16 1048576"`` -> ``("8:16", 1048576)`` for a per-device resource.
+
+    Raises:
+        InvalidWrite: not ``MAJ:MIN N`` with a non-negative integer N.
+    """
+    parts = text.split()
+    if len(parts) != 2 or not _DEVICE.match(parts[0]):
+        raise InvalidWrite(f"{resource}: {text!r} is not 'MAJOR:MINOR VALUE'")
+    try:
+        number = int(parts[1])
+    except ValueError:
+        raise InvalidWrite(f"{resource}: {parts[1]!r} is not an integer") from None
+    return parts[0], number
+
+
+def _device_of(resource: str, canonical: str) -> str | None:
+    """The ``MAJ:MIN`` a canonical per-device value is for, None for other resources."""
+    return canonical.split(" ", 1)[0] if RESOURCES[resource].device_key is not None else None
+
+
+def _device_from_file(layout: CgroupLayout, resource: str, text: str, device: str) -> str:
+    """The canonical ``"MAJ:MIN N"`` of ``device`` in a per-device file's content: v1 lines ``MAJ:MIN N``; v2
+    ``io.max`` lines ``MAJ:MIN rbps=N wbps=max ...`` (``max`` = 0, no limit); ``io.weight`` lines ``MAJ:MIN N``.
+    A device without a line has no limit (0) in the throttle files; its weight is unknown (compares unequal)."""
+    key = RESOURCES[resource].device_key
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0] != device:
+            continue
+        if layout.version == CgroupVersion.V2 and key:
+            for item in parts[1:]:
+                name, _, val = item.partition("=")
+                if name == key:
+                    return f"{device} {0 if val == 'max' else val}"
+            return f"{device} 0"
+        return f"{device} {parts[1]}" if len(parts) > 1 else f"raw:{line}"
+    return f"{device} 0" if key != "" else f"unset:{device}"
+
+
 def _to_file(layout: CgroupLayout, resource: str, canonical: str) -> str:
     """What to write into the file of this cgroup version for the canonical v1 value."""
     if layout.version == CgroupVersion.V1:
+        return canonical
+    key = RESOURCES[resource].device_key
+    if key:
+        device, _, number = canonical.partition(" ")
+        return f"{device} {key}={'max' if number == '0' else number}"
+    if key is not None:
         return canonical
     if resource == "cpu.shares":
         return str(shares_to_weight(int(canonical)))
@@ -163,6 +219,7 @@ class CgroupExecutor:
             :mod:`agent.validator`), ``missing``, ``error``).
         cache_ttl: seconds a written value is trusted before the file is read again.
         bounds: the node-dependent bounds (cpu capacity, online cpus); :meth:`set_bounds` replaces them.
+        host_roots: where node-wide writes (:meth:`update_host`: sysctls, memcg reaper, resctrl) may go.
     """
 
     def __init__(
@@ -173,8 +230,11 @@ class CgroupExecutor:
         recorder: WriteRecorder | None = None,
         cache_ttl: float = 60.0,
         bounds: NodeBounds | None = None,
+        host_roots: HostRoots | None = None,
     ) -> None:
         self.layout = layout
+        self.host_roots = host_roots or HostRoots()
+        self.planned_host: list[HostWrite] = []
         self.dry_run = dry_run
         self.recorder = recorder
         self.cache_ttl = cache_ttl
@@ -268,7 +328,8 @@ class CgroupExecutor:
             self._count(write.resource, "missing")
             return False
         now = time.monotonic()
-        spath = str(path)
+        device = _device_of(write.resource, canonical)
+        spath = str(path) if device is None else f"{path}#{device}"
         cached = self._cache.get(spath)
         if not verify and cached is not None and cached[0] == wanted_text and now - cached[1] < self.cache_ttl:
             self._count(write.resource, "unchanged")
@@ -293,7 +354,11 @@ class CgroupExecutor:
             else:
                 self._clamped.pop(spath, None)
             canonical = wanted_text = fitted
-        current = _from_file(self.layout, write.resource, current_text)
+        current = (
+            _from_file(self.layout, write.resource, current_text)
+            if device is None
+            else _device_from_file(self.layout, write.resource, current_text, device)
+        )
         wanted = (
             f"weight:{wanted_text}"
             if self.layout.version == CgroupVersion.V2 and write.resource == "cpu.shares"
@@ -442,6 +507,109 @@ class CgroupExecutor:
             return None
         reason = f"{write.reason}: widen before narrow" if write.reason else "widen before narrow"
         return CgroupWrite(write.resource, write.rel_dir, format_cpuset(current | wanted), reason)
+
+    def update_host(self, write: HostWrite, *, verify: bool = False) -> bool:
+        """Apply one node-wide write (:mod:`agent.hostfiles`); True when the file was (or, in dry-run, would be)
+        changed. Refused values (unknown file, outside the roots, malformed, out of bounds) are logged once and
+        counted ``invalid``; a missing file (the kernel lacks the feature) is logged once and counted ``missing``;
+        a kernel error is logged and counted ``error``. Never raises. ``tasks`` writes are never cached nor
+        compared (a tid may be reused); a ``schemata`` line is unchanged when the file holds all its domains.
+        """
+        resource = write.resource
+        try:
+            text = check_host_value(write, self.host_roots)
+        except InvalidHostWrite as exc:
+            seen = (str(write.path), write.value)
+            if seen not in self._refused_logged:
+                if len(self._refused_logged) >= 4096:
+                    self._refused_logged.clear()
+                self._refused_logged.add(seen)
+                log.warning("host value invalid, not written: %s (%s)", exc, write.reason or "no reason given")
+            self._count(resource, "invalid")
+            return False
+        spath = str(write.path)
+        now = time.monotonic()
+        if resource != "tasks":
+            cached = self._cache.get(f"{spath}#{text}")
+            if not verify and cached is not None and now - cached[1] < self.cache_ttl:
+                self._count(resource, "unchanged")
+                return False
+            try:
+                current = read_text(write.path)
+            except OSError:
+                self._log_missing(write.path, "file is missing (kernel or mount does not offer it)")
+                self._count(resource, "missing")
+                return False
+            same = schemata_has(current, text) if resource == "schemata" else current.split() == [text]
+            if same:
+                self._cache[f"{spath}#{text}"] = (text, now)
+                self._count(resource, "unchanged")
+                return False
+        else:
+            current = "-"
+            if not write.path.exists():
+                self._log_missing(write.path, "file is missing (resctrl group not created)")
+                self._count(resource, "missing")
+                return False
+        level = logging.DEBUG if resource == "tasks" else logging.INFO
+        if self.dry_run:
+            log.log(level, "dry-run: would write %s: %s -> %s (%s)", spath, current, text, write.reason)
+            self.planned_host.append(write)
+            self._count(resource, "dry_run")
+            return True
+        try:
+            with open(write.path, "w") as f:
+                f.write(text + "\n" if resource == "schemata" else text)
+        except OSError as exc:
+            log.log(
+                logging.DEBUG if resource == "tasks" else logging.WARNING,
+                "host write %s: %s -> %s failed: %s",
+                spath,
+                current,
+                text,
+                exc,
+            )
+            self._cache.pop(f"{spath}#{text}", None)
+            self._count(resource, "error")
+            return False
+        log.log(level, "host %s: %s -> %s (%s)", spath, current, text, write.reason)
+        if resource != "tasks":
+            for key in [k for k in self._cache if k.startswith(spath + "#")]:
+                del self._cache[key]
+            self._cache[f"{spath}#{text}"] = (text, now)
+        self._count(resource, "written")
+        return True
+
+    def make_group_dir(self, path: Path) -> bool:
+        """Create a resctrl group dir (``<resctrl>/<group>``) when missing; True when created (or, in dry-run, would
+        be). A path that is not a plain child of the resctrl mount is refused (logged, counted ``invalid``); a
+        kernel error (no more CLOSIDs) is logged and counted ``error``."""
+        path = Path(path)
+        if path.parent != self.host_roots.resctrl or path.name in ("", ".", "..", "info", "mon_groups", "mon_data"):
+            log.warning("resctrl group %s refused: not a group dir of %s", path, self.host_roots.resctrl)
+            self._count("resctrl_group", "invalid")
+            return False
+        if path.is_dir():
+            return False
+        if self.dry_run:
+            log.info("dry-run: would create resctrl group %s", path)
+            self._count("resctrl_group", "dry_run")
+            return True
+        try:
+            path.mkdir()
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            log.warning("resctrl group %s not created: %s", path, exc)
+            self._count("resctrl_group", "error")
+            return False
+        log.info("resctrl group %s created", path)
+        self._count("resctrl_group", "written")
+        return True
+
+    def update_host_batch(self, writes: Iterable[HostWrite], *, verify: bool = False) -> int:
+        """Apply node-wide writes in order (:meth:`update_host`); return how many changed."""
+        return sum(1 for w in writes if self.update_host(w, verify=verify))
 
     def forget(self, rel_dir_prefix: str) -> None:
         """Drop cached values under a dir (a pod went away)."""

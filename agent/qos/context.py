@@ -50,6 +50,10 @@ DEFAULT_FEATURES: dict[str, bool] = {
     "CPUEvict": False,
     "MemoryEvict": False,
     "CgroupReconcile": False,
+    "RdtResctrl": True,
+    "BlkIOReconcile": False,
+    "SystemConfig": False,
+    "NetQOSByTC": False,
 }
 
 

@@ -89,10 +89,7 @@ def calculate_suppress(
             apps_non_be += used
     system = max(node_used_cores - all_used - apps_used, 0.0, reserved_milli / 1000)
     suppress = (
-        capacity_milli * threshold_percent // 100
-        - int(non_be * 1000)
-        - int(apps_non_be * 1000)
-        - int(system * 1000)
+        capacity_milli * threshold_percent // 100 - int(non_be * 1000) - int(apps_non_be * 1000) - int(system * 1000)
     )
     if min_percent is not None:
         suppress = max(suppress, capacity_milli * min_percent // 100)

@@ -10,6 +10,13 @@ Follows upstream:
   ``memory.min = request * minLimitPercent / 100``, ``memory.low = request * lowLimitPercent / 100``
   (raised to min), ``memory.high = floor((request + (limit or node allocatable - request) *
   throttlingPercent / 100) / page) * page`` (throttling 0: unlimited); written where the kernel offers the files.
+- ``cgreconcile/cgroup_reconcile.go`` (the rest of memory QoS, Anolis kernels): per pod and container
+  ``memory.wmark_ratio`` = ``wmarkRatio``, ``memory.wmark_scale_factor`` = ``wmarkScalePermill``,
+  ``memory.wmark_min_adj`` = ``wmarkMinAdj``, ``memory.priority`` = ``priority``, ``memory.use_priority_oom`` =
+  ``priorityEnable``, ``memory.oom.group`` = ``oomKillGroup``; on the QoS dirs (kubepods <- lsrClass, burstable
+  <- lsClass, besteffort <- beClass) the last three. A class whose ``memoryQOS`` is disabled gets upstream's
+  ``NoneMemoryQOS`` (0, 50, 0, 0, 0, 0), so turning it off resets the files. Each file is written only when the
+  kubepods dir has it (checked once).
 - ``runtimehooks/hooks/groupidentity/rule.go``: ``cpu.bvt_warp_ns`` per pod from its class
   (LSE/LSR -> lsrClass, LS -> lsClass, BE -> beClass; disabled class -> 0) and on the QoS dirs
   (besteffort = BE, burstable = LS, kubepods = 0), only when the kernel has the file.
@@ -123,6 +130,60 @@ def memory_qos_writes(ctx: QoSContext, pod: PodMeta) -> list[CgroupWrite]:
     ]
 
 
+#: Anolis memory QoS files and the ``memoryQOS`` field each takes (cgreconcile's ``makeCgroupResources``).
+ANOLIS_MEMORY: tuple[tuple[str, str], ...] = (
+    ("memory.wmark_ratio", "wmark_ratio"),
+    ("memory.wmark_scale_factor", "wmark_scale_permill"),
+    ("memory.wmark_min_adj", "wmark_min_adj"),
+    ("memory.priority", "priority"),
+    ("memory.use_priority_oom", "priority_enable"),
+    ("memory.oom.group", "oom_kill_group"),
+)
+#: Upstream's ``NoneMemoryQOS`` values of those fields (a disabled class).
+NONE_MEMORY_QOS = {
+    "wmark_ratio": 0,
+    "wmark_scale_permill": 50,
+    "wmark_min_adj": 0,
+    "priority": 0,
+    "priority_enable": 0,
+    "oom_kill_group": 0,
+}
+#: The QoS-dir files (cgreconcile's ``calculateQoSResources``).
+QOS_DIR_MEMORY = ("memory.priority", "memory.use_priority_oom", "memory.oom.group")
+
+
+def anolis_memory_values(ctx: QoSContext, qos: str) -> dict[str, int]:
+    """resource -> value of the Anolis memory QoS files for a koord QoS class (its ``memoryQOS`` when enabled,
+    else ``NoneMemoryQOS``)."""
+    cfg = class_qos(ctx.slo, qos).memory_qos
+    enabled = cfg is not None and bool(cfg.enable)
+    out: dict[str, int] = {}
+    for resource, attr in ANOLIS_MEMORY:
+        value = getattr(cfg, attr, None) if enabled else None
+        out[resource] = value if value is not None else NONE_MEMORY_QOS[attr]
+    return out
+
+
+def anolis_memory_writes(ctx: QoSContext, pod: PodMeta, supported: frozenset[str]) -> list[CgroupWrite]:
+    """The Anolis memory QoS writes of a pod dir and its container dirs, for the files in ``supported``."""
+    if pod.cgroup_dir is None or not supported:
+        return []
+    values = anolis_memory_values(ctx, pod.qos.value if pod.qos != QoSClass.LSE else "LSR")
+    dirs = [pod.cgroup_dir]
+    for c in pod.containers:
+        if c.container_id:
+            try:
+                dirs.append(ctx.layout.container_dir(pod.cgroup_dir, c.container_id))
+            except CgroupPathError:
+                continue
+    return [
+        CgroupWrite(resource, d, str(value), "memoryQOS")
+        for d in dirs
+        for resource, value in values.items()
+        if resource in supported
+    ]
+
+
 def group_identity_value(ctx: QoSContext, qos: str) -> int:
     """bvt value of a koord QoS class: its ``cpuQOS.groupIdentity`` when enabled, else 0."""
     cfg = class_qos(ctx.slo, qos).cpu_qos
@@ -136,6 +197,7 @@ class Isolation:
 
     def __init__(self) -> None:
         self._bvt: bool | None = None
+        self._anolis: frozenset[str] | None = None
         self._key: object = None
         self._writes: list[CgroupWrite] = []
 
@@ -148,9 +210,32 @@ class Isolation:
                 log.info("group identity skipped: the kernel has no cpu.bvt_warp_ns")
         return self._bvt
 
+    def anolis_memory_supported(self, ctx: QoSContext) -> frozenset[str]:
+        """The Anolis memory QoS files the kubepods dir offers (checked once, logged when none)."""
+        if self._anolis is None:
+            found = set()
+            for resource, _ in ANOLIS_MEMORY:
+                path = ctx.layout.file_path(resource, ctx.layout.kubepods)
+                if path is not None and path.exists():
+                    found.add(resource)
+            self._anolis = frozenset(found)
+            if not found:
+                log.info("memory watermark / priority / oom group skipped: the kernel has no memory.wmark_ratio etc.")
+        return self._anolis
+
     def plan(self, ctx: QoSContext) -> list[CgroupWrite]:
         """All isolation writes for the active pods (the executor drops unchanged ones)."""
         writes: list[CgroupWrite] = []
+        anolis = self.anolis_memory_supported(ctx)
+        if anolis:
+            layout = ctx.layout
+            for kube_qos, qos in (("Guaranteed", "LSR"), ("Burstable", "LS"), ("BestEffort", "BE")):
+                values = anolis_memory_values(ctx, qos)
+                writes += [
+                    CgroupWrite(r, layout.qos_dir(kube_qos), str(values[r]), "memoryQOS")
+                    for r in QOS_DIR_MEMORY
+                    if r in anolis
+                ]
         gi = self.group_identity_supported(ctx)
         if gi:
             layout = ctx.layout
@@ -174,6 +259,7 @@ class Isolation:
                 continue
             writes += batch_writes(ctx, pod)
             writes += memory_qos_writes(ctx, pod)
+            writes += anolis_memory_writes(ctx, pod, anolis)
             if gi:
                 qos = pod.qos.value if pod.qos != QoSClass.LSE else "LSR"
                 writes.append(

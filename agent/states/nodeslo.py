@@ -10,7 +10,10 @@ Validation follows the ``validate:"..."`` markers of upstream's ``apis/slo/v1alp
 percents >= 0, ``cpuBurstPercent`` 1..10000, ``cfsQuotaBurstPercent`` >= 100, ``wmarkMinAdj`` -25..50,
 ``groupIdentity`` -1..2, ...; the ``gtfield`` / ``ltfield`` pairs (``memoryEvictLowerPercent`` <
 ``memoryEvictThresholdPercent``, ``catRangeStartPercent`` < ``catRangeEndPercent``, ...) are checked when
-both are set after the merge; every integer fits int64 (upstream's fields are ``*int64``). A NodeSLO
+both are set after the merge; every integer fits int64 (upstream's fields are ``*int64``); each
+``blkioQOS.blocks[]`` has a name, a type of upstream's (device | volumegroup | podvolume) and ``ioCfg`` values in
+``IOCfg``'s ranges (bps / iops >= 0, ``ioWeightPercent`` 1..100); each ``networkQOS`` request / limit is a
+non-negative quantity or a 0..100 % percent. A NodeSLO
 that does not parse or breaks a range is refused as a whole: :class:`NodeSLOIntake` keeps the last good
 spec in force (the defaults when none was good yet), so a threshold of 1000000 % never plans a quota.
 """
@@ -24,6 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.api.quantity import QuantityError, int_value
 from app.api.slo import NodeSLOSpec, ResourceQOS
 
 log = logging.getLogger("agent.states")
@@ -84,7 +88,13 @@ DEFAULT_SPEC: dict[str, Any] = {
         "cfsQuotaBurstPeriodSeconds": -1,
         "sharePoolThresholdPercent": 50,
     },
-    "systemStrategy": {"totalNetworkBandwidth": "0"},
+    # upstream DefaultSystemStrategy: min_free_kbytes 1 % of memory, watermark_scale_factor 150, no memcg reaper
+    "systemStrategy": {
+        "minFreeKbytesFactor": 100,
+        "watermarkScaleFactor": 150,
+        "memcgReapBackGround": 0,
+        "totalNetworkBandwidth": "0",
+    },
 }
 
 
@@ -213,6 +223,89 @@ def spec_problems(spec: NodeSLOSpec) -> list[tuple[str, str]]:
         low, high = _get(tree, low_path), _get(tree, high_path)
         if isinstance(low, int) and isinstance(high, int) and not low < high:
             problems.append((low_path, f"{low} must be below {high_path.rsplit('.', 1)[1]} ({high})"))
+    for cls in _QOS_CLASSES:
+        blkio = f"resourceQOSStrategy.{cls}.blkioQOS"
+        problems += _blocks_problems(blkio, _get(tree, blkio))
+        problems += _network_problems(
+            f"resourceQOSStrategy.{cls}.networkQOS", _get(tree, f"resourceQOSStrategy.{cls}.networkQOS")
+        )
+    return problems
+
+
+#: ``blkioQOS.blocks[].ioCfg`` fields and their inclusive ranges (upstream ``IOCfg`` ``validate`` markers).
+IO_RANGES: tuple[tuple[str, int, int | None], ...] = (
+    ("readIOPS", 0, None),
+    ("writeIOPS", 0, None),
+    ("readBPS", 0, None),
+    ("writeBPS", 0, None),
+    ("ioWeightPercent", 1, 100),
+    ("readLatency", 0, None),
+    ("writeLatency", 0, None),
+    ("readLatencyPercent", 0, 100),
+    ("writeLatencyPercent", 0, 100),
+)
+#: Upstream's block types (``BlockTypeDevice``, ``BlockTypeVolumeGroup``, ``BlockTypePodVolume``).
+BLOCK_TYPES = ("device", "volumegroup", "podvolume")
+
+
+def _blocks_problems(path: str, cfg: Any) -> list[tuple[str, str]]:
+    """Problems of a class's ``blkioQOS``: each block needs a name and a known type, its ``ioCfg`` values in range."""
+    if not isinstance(cfg, dict):
+        return []
+    problems: list[tuple[str, str]] = []
+    for i, block in enumerate(cfg.get("blocks") or []):
+        where = f"{path}.blocks[{i}]"
+        if not block.get("name"):
+            problems.append((f"{where}.name", "a block needs a name"))
+        if block.get("type") not in BLOCK_TYPES:
+            problems.append((f"{where}.type", f"{block.get('type')!r} is not one of {', '.join(BLOCK_TYPES)}"))
+        io = block.get("ioCfg") or {}
+        for name, lo, hi in IO_RANGES:
+            value = io.get(name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if value < lo or (hi is not None and value > hi):
+                allowed = f"[{lo}, {hi if hi is not None else 'inf'}]"
+                problems.append((f"{where}.ioCfg.{name}", f"{value} is outside {allowed}"))
+    return problems
+
+
+def network_value(value: Any, total: int) -> int:
+    """bits/s of a ``networkQOS`` request or limit: an integer or quantity (``"100M"``), or a percent string
+    (``"30%"``) of ``total`` (``systemStrategy.totalNetworkBandwidth``, bits/s).
+
+    Raises:
+        ValueError: not a non-negative quantity, or a percent outside 0..100.
+    """
+    if isinstance(value, str) and value.endswith("%"):
+        try:
+            pct = int(value[:-1])
+        except ValueError:
+            raise ValueError(f"{value!r} is not an integer percent") from None
+        if not 0 <= pct <= 100:
+            raise ValueError(f"{value!r} is outside [0%, 100%]")
+        return total * pct // 100
+    try:
+        bps = int_value(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if bps < 0:
+        raise ValueError(f"{value!r} is negative")
+    return bps
+
+
+def _network_problems(path: str, cfg: Any) -> list[tuple[str, str]]:
+    """Problems of a class's ``networkQOS``: each request / limit a non-negative quantity or a 0..100 % percent."""
+    if not isinstance(cfg, dict):
+        return []
+    problems: list[tuple[str, str]] = []
+    for name in ("ingressRequest", "ingressLimit", "egressRequest", "egressLimit"):
+        if cfg.get(name) is None:
+            continue
+        try:
+            network_value(cfg[name], 0)
+        except ValueError as exc:
+            problems.append((f"{path}.{name}", str(exc)))
     return problems
 
 

@@ -51,6 +51,7 @@ class PodMeta:
         requests / limits: pod totals (containers summed): cpu milli-cores, memory bytes,
             ``kubernetes.io/batch-cpu`` milli-cores, ``kubernetes.io/batch-memory`` bytes.
         cgroup_dir: pod cgroup dir relative to the mount root, None when the uid is unusable.
+        ips: the pod's addresses (``status.podIPs``, else ``status.podIP``), as given.
     """
 
     uid: str
@@ -68,6 +69,7 @@ class PodMeta:
     requests: dict[str, int] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     cgroup_dir: str | None = None
+    ips: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -150,7 +152,11 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
             cgroup_dir = layout.pod_dir(uid, kube_qos)
         except CgroupPathError as exc:
             log.warning("pod %s/%s: %s; its cgroup is not touched", meta.get("namespace"), meta.get("name"), exc)
+    ips = tuple(
+        str(entry.get("ip")) for entry in status.get("podIPs") or [] if isinstance(entry, dict) and entry.get("ip")
+    ) or ((str(status["podIP"]),) if status.get("podIP") else ())
     return PodMeta(
+        ips=ips,
         uid=uid,
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),

@@ -300,7 +300,8 @@ def test_nodeslo_defaults_and_malformed_specs() -> None:
 
 
 def test_feature_gates() -> None:
-    assert parse_feature_gates("BEMemoryEvict=true,BECPUSuppress=false") == {"BEMemoryEvict", "CPUBurst"}
+    assert parse_feature_gates("BEMemoryEvict=true,BECPUSuppress=false") == {"BEMemoryEvict", "CPUBurst", "RdtResctrl"}
+    assert "BlkIOReconcile" in parse_feature_gates("BlkIOReconcile=true")
     with pytest.raises(ValueError, match="invalid feature gate"):
         parse_feature_gates("Nope=true")
 
