@@ -4,6 +4,8 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 9876
+# make test's pytest-xdist workers: two per core, since half the suite waits on servers and subprocesses.
+WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
@@ -22,7 +24,7 @@ run: $(STAMP)
 # of real processes, alone.
 # One area, quickly: $(BIN)/pytest -q tests/plugins (docs/development.md, Tests).
 test: $(STAMP)
-	$(BIN)/pytest -q -rs -n auto -m "not serial" --durations=10
+	$(BIN)/pytest -q -rs -n $(WORKERS) -m "not serial" --durations=10
 	$(BIN)/pytest -q -rs -m serial
 
 lint: $(STAMP)
