@@ -31,8 +31,9 @@ def _condition(ctype: str, status: str, reason: str, now: float, message: str = 
 
 def available_patch(info: ReservationInfo, node: str, now: float) -> dict[str, Any]:
     """Bound to ``node``: phase Available, ``status.allocatable`` = the template's requests, conditions
-    Scheduled=True (Scheduled) and Ready=True (Available)."""
-    return {
+    Scheduled=True (Scheduled) and Ready=True (Available); a ``status.nominatedNodeName`` left by a
+    preemption is removed."""
+    patch: dict[str, Any] = {
         "status": {
             "phase": n.PHASE_AVAILABLE,
             "nodeName": node,
@@ -43,17 +44,23 @@ def available_patch(info: ReservationInfo, node: str, now: float) -> dict[str, A
             ],
         }
     }
+    if (info.obj.get("status") or {}).get("nominatedNodeName"):
+        patch["status"]["nominatedNodeName"] = None
+    return patch
 
 
-def unschedulable_patch(info: ReservationInfo, message: str, now: float) -> dict[str, Any] | None:
-    """Not placed: the Scheduled condition False with reason Unschedulable and ``message`` (phase kept);
-    None when the condition already says exactly that."""
+def unschedulable_patch(info: ReservationInfo, message: str, now: float, nominated: str = "") -> dict[str, Any] | None:
+    """Not placed: the Scheduled condition False with reason Unschedulable and ``message`` (phase kept), and
+    ``status.nominatedNodeName`` = ``nominated`` (the node a preemption made room on; "" removes it);
+    None when the status already says exactly that."""
+    status_now = info.obj.get("status") or {}
+    same_nomination = (status_now.get("nominatedNodeName") or "") == nominated
     conditions = _conditions(info)
     for cond in conditions:
         if cond.get("type") == n.CONDITION_SCHEDULED:
             if cond.get("status") == "True":
                 return None
-            if cond.get("reason") == n.REASON_UNSCHEDULABLE and cond.get("message") == message:
+            if cond.get("reason") == n.REASON_UNSCHEDULABLE and cond.get("message") == message and same_nomination:
                 return None
             cond.update(reason=n.REASON_UNSCHEDULABLE, message=message, lastProbeTime=format_time(now))
             break
@@ -62,6 +69,8 @@ def unschedulable_patch(info: ReservationInfo, message: str, now: float) -> dict
     status: dict[str, Any] = {"conditions": conditions}
     if not info.phase:
         status["phase"] = n.PHASE_PENDING
+    if not same_nomination:
+        status["nominatedNodeName"] = nominated or None
     return {"status": status}
 
 
