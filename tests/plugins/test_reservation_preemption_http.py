@@ -4,20 +4,24 @@ the Eviction API; the test deletes each evicted pod as the kubelet would, and pu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.sources.kubernetes import KubernetesSource
 from tests.client.fake_apiserver import FakeAPIServer
 from tests.conftest import LiveServer
-from tests.plugins.reservation.fixtures import node, pod, reservation, reservation_view, wait_for
+from tests.plugins.reservation.fixtures import (
+    PODS,
+    RESERVATIONS,
+    node,
+    pod,
+    reservation,
+    reservation_view,
+    serve_on_fake_apiserver,
+    wait_for,
+)
 
-PODS = "/api/v1/pods"
-NS_PODS = "/api/v1/namespaces/default/pods"
-RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
 PDBS = "/apis/policy/v1/poddisruptionbudgets"
 PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 KINDS = ("Node", "Pod", "Reservation", "PodDisruptionBudget", "PriorityClass")
@@ -60,29 +64,11 @@ def _cluster() -> list[dict[str, Any]]:
 def _serve(
     tmp_path: Path, pods: list[dict[str, Any]], *objs: tuple[str, dict[str, Any]]
 ) -> Iterator[tuple[LiveServer, FakeAPIServer]]:
-    fake = FakeAPIServer()
-    try:
-        fake.seed("/api/v1/nodes", node("n1"), node("n2"), node("n3"))
-        fake.seed(PODS, *pods)
-        fake.seed(NS_PODS, *pods)  # where the Eviction API finds them
-        fake.seed(PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                     "metadata": {"name": "high"}, "value": 9000})  # fmt: skip
-        for coll, obj in objs:
-            fake.seed(coll, obj)
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
-            "users": [{"name": "u", "user": {}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-            "current-context": "fake",
-        }
-        (tmp_path / "kubeconfig").write_text(json.dumps(config))
-        source = KubernetesSource(KINDS, kubeconfig=str(tmp_path / "kubeconfig"), backoff_initial=0.1)
-        with LiveServer(source) as srv:
-            yield srv, fake
-    finally:
-        fake.close()
+    seeds = [("/api/v1/nodes", node(name)) for name in ("n1", "n2", "n3")] + [(PODS, p) for p in pods]
+    seeds.append((PRIORITY_CLASSES, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                     "metadata": {"name": "high"}, "value": 9000}))  # fmt: skip
+    with serve_on_fake_apiserver(tmp_path, KINDS, [*seeds, *objs]) as served:
+        yield served
 
 
 def _evicted(fake: FakeAPIServer) -> list[str]:

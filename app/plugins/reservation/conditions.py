@@ -49,6 +49,24 @@ def available_patch(info: ReservationInfo, node: str, now: float) -> dict[str, A
     return patch
 
 
+def waiting_patch(info: ReservationInfo, node: str, owners: list[dict[str, str]], now: float) -> dict[str, Any]:
+    """Pre-allocated on ``node`` from running ``owners`` (namespace, name, uid): phase Waiting, ``nodeName``,
+    ``status.allocatable`` = the template's requests, ``currentOwners``, condition Scheduled=True."""
+    patch = available_patch(info, node, now)
+    patch["status"]["phase"] = n.PHASE_WAITING
+    patch["status"]["currentOwners"] = owners
+    patch["status"]["conditions"] = [_condition(n.CONDITION_SCHEDULED, "True", n.REASON_SCHEDULED, now)]
+    return patch
+
+
+def ready_patch(info: ReservationInfo, now: float) -> dict[str, Any]:
+    """A Waiting reservation whose pre-allocated pods are gone: phase Available, Ready=True (Available),
+    no current owners nor allocation."""
+    conditions = [c for c in _conditions(info) if c.get("type") != n.CONDITION_READY]
+    conditions.append(_condition(n.CONDITION_READY, "True", n.REASON_AVAILABLE, now))
+    return {"status": {"phase": n.PHASE_AVAILABLE, "conditions": conditions, "currentOwners": None, "allocated": None}}
+
+
 def unschedulable_patch(info: ReservationInfo, message: str, now: float, nominated: str = "") -> dict[str, Any] | None:
     """Not placed: the Scheduled condition False with reason Unschedulable and ``message`` (phase kept), and
     ``status.nominatedNodeName`` = ``nominated`` (the node a preemption made room on; "" removes it);

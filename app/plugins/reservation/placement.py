@@ -128,6 +128,24 @@ def _policy_conflict(info: ReservationInfo, others: list[ReservationInfo]) -> bo
     return any((mine == "" or o.allocate_policy == "") and mine != o.allocate_policy for o in others)
 
 
+def node_refusal(handle: Handle, store: ReservationStore, info: ReservationInfo, name: str) -> str:
+    """Step 3's verdict on node ``name`` for the reserve pod of ``info`` ("" = admitted): the pinned node,
+    node affinity/selector, allocate-policy conflict, NodeUnschedulable and TaintToleration. Removing pods
+    cannot change it."""
+    node = handle.snapshot.node(name)
+    wanted = info.reserve_info.annotations.get(n.ANNOTATION_RESERVATION_NODE, "")
+    spec = info.reserve_pod.get("spec") or {}
+    if wanted and name != wanted:
+        return n.ERR_REASON_NODE_NOT_MATCH_RESERVATION
+    if node is None:
+        return "node(s) not found"
+    if not required_affinity_matches(spec, node.labels, name):
+        return "node(s) didn't match Pod's node affinity/selector"
+    if _policy_conflict(info, store.active_on(name)):
+        return n.ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT
+    return _node_refusal(node.obj.get("spec") or {}, spec.get("tolerations") or [])
+
+
 def fit_error_message(total: int, reasons: Counter[str]) -> str:
     """kube-scheduler's ``FitError`` text: ``0/<total> nodes are available: <count> <reason>, ....``, reasons sorted."""
     parts = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
@@ -160,21 +178,8 @@ def place(
     per_node: dict[str, tuple[str, ...]] = {}
     helpful: list[str] = []
     failed = np.zeros(len(names), dtype=bool)
-    wanted = pod.annotations.get(n.ANNOTATION_RESERVATION_NODE, "")
-    template_spec = info.reserve_pod.get("spec") or {}
-    tolerations = (info.reserve_pod.get("spec") or {}).get("tolerations") or []
     for pos, name in enumerate(names):
-        node = handle.snapshot.node(name)
-        if wanted and name != wanted:
-            why = n.ERR_REASON_NODE_NOT_MATCH_RESERVATION
-        elif node is None:
-            why = "node(s) not found"
-        elif not required_affinity_matches(template_spec, node.labels, name):
-            why = "node(s) didn't match Pod's node affinity/selector"
-        elif _policy_conflict(info, store.active_on(name)):
-            why = n.ERR_REASON_RESERVATION_ALLOCATE_POLICY_CONFLICT
-        else:
-            why = _node_refusal(node.obj.get("spec") or {}, tolerations)
+        why = node_refusal(handle, store, info, name)
         if why:
             failed[pos] = True
             reasons[why] += 1

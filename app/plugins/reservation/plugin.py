@@ -58,7 +58,7 @@ from app.framework.interfaces import (
 from app.framework.status import SUCCESS, Status
 from app.plugins.reservation import names as n
 from app.plugins.reservation.affinity import AffinityError
-from app.plugins.reservation.conditions import available_patch, unschedulable_patch
+from app.plugins.reservation.conditions import available_patch, unschedulable_patch, waiting_patch
 from app.plugins.reservation.controller import decide
 from app.plugins.reservation.fit import (
     fits_reservation,
@@ -70,6 +70,7 @@ from app.plugins.reservation.fit import (
 from app.plugins.reservation.matching import PodReservations, match_pod
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.placement import Placement, place
+from app.plugins.reservation.preallocation import find_pre_allocatable
 from app.plugins.reservation.preemption import (
     Nomination,
     choose,
@@ -538,6 +539,10 @@ class Reservation(
             same = gen == hash(version)
             if same and now < due:
                 continue
+            if info.pre_allocation and await self._pre_allocate(framework, info, now):
+                self._backoff.pop(info.name, None)
+                placed += 1
+                continue
             nomination = self.nominations.get(info.name)
             result = place(self.handle, framework, self.store, info, only=nomination.node) if nomination else None
             if result is None or result.node is None:
@@ -599,12 +604,39 @@ class Reservation(
                 break
         return result.message
 
+    async def _pre_allocate(self, framework: Any, info: ReservationInfo, now: float) -> bool:
+        """:mod:`.preallocation`: adopt a running owner pod that satisfies ``info``; True when it did (the
+        Reservation is Waiting on the pod's node, the pod annotated ``reservation-allocated``)."""
+        found = find_pre_allocatable(self.handle, framework, self.store, info)
+        if found is None:
+            return False
+        pod, state = found
+        owner = {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        if await self._bind_reservation(framework, info, pod.node_name, state, now, adopt=owner) is not None:
+            return False
+        self.store.reserve(pod, info.name)
+        value = orjson.dumps({"name": info.name, "uid": info.uid}).decode()
+        patch = {"metadata": {"annotations": {n.ANNOTATION_RESERVATION_ALLOCATED: value}}}
+        try:
+            await self.handle.client.patch("Pod", pod.name, patch, namespace=pod.namespace)
+        except ApiError as exc:
+            log.warning("reservation %s: cannot annotate pre-allocated pod %s: %s", info.name, pod.key, exc)
+        log.info("reservation %s: pre-allocated from running pod %s on node %s", info.name, pod.key, pod.node_name)
+        return True
+
     async def _bind_reservation(
-        self, framework: Any, info: ReservationInfo, node: str, state: CycleState, now: float
+        self,
+        framework: Any,
+        info: ReservationInfo,
+        node: str,
+        state: CycleState,
+        now: float,
+        adopt: dict[str, str] | None = None,
     ) -> str | None:
         """Reserve the reserve pod on ``node`` in every plugin, let ReservationPreBind plugins write onto
-        the Reservation (DeviceShare's GPUs), then mark it Available. Returns None when bound, else why
-        not (everything reserved is undone)."""
+        the Reservation (DeviceShare's GPUs), then mark it Available (Waiting with ``adopt``, the running
+        pod it pre-allocates from, as its owner). Returns None when bound, else why not (everything
+        reserved is undone)."""
         pod = info.reserve_info
         status = framework.run_reserve(state, pod, node)
         if not status.is_success():
@@ -615,7 +647,7 @@ class Reservation(
                 if not status.is_success():
                     framework.run_unreserve(state, pod, node)
                     return status.message
-        patch = available_patch(info, node, now)
+        patch = available_patch(info, node, now) if adopt is None else waiting_patch(info, node, [adopt], now)
         if not await self._patch_status(info, patch):
             framework.run_unreserve(state, pod, node)
             return "the status write was refused"
@@ -643,6 +675,8 @@ class Reservation(
                 except ApiError as exc:
                     log.warning("reservation %s: delete failed: %s", info.name, exc)
             elif action.patch is not None and await self._patch_status(info, action.patch):
+                # seen at once, as the placement's writes: the next round must not write it again
+                self.store.on_object("Reservation", info.name, _applied(info.obj, action.patch))
                 done += 1
         return done
 
