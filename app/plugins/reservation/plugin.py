@@ -19,7 +19,7 @@
   lower-priority pods for those with a priority of their own (:mod:`.preemption`: victims evicted through
   the Eviction API, ``status.nominatedNodeName`` written, the nominated node tried first next time), and
   runs the controller (:mod:`.controller`).
-- REST: ``nodeReservations/{node}`` (upstream's path) and ``reservations``.
+- REST: ``nodeReservations/{node}`` (upstream's path), ``reservations`` and a Reservation's ``explain``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from app.plugins.reservation import names as n
 from app.plugins.reservation.affinity import AffinityError
 from app.plugins.reservation.conditions import available_patch, unschedulable_patch, waiting_patch
 from app.plugins.reservation.controller import decide
+from app.plugins.reservation.explain import explain_reservation
 from app.plugins.reservation.fit import (
     fits_reservation,
     node_reason,
@@ -690,11 +691,13 @@ class Reservation(
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:
-        """``nodeReservations/{node}`` (upstream's path), ``reservations`` and ``reservations/{name}``."""
+        """``nodeReservations/{node}`` (upstream's path), ``reservations``, ``reservations/{name}`` and
+        ``reservations/{name}/explain`` (:mod:`.explain`)."""
         return [
             ("/nodeReservations/{node}", self._get_node_reservations),
             ("/reservations", self._get_reservations),
             ("/reservations/{name}", self._get_reservation),
+            ("/reservations/{name}/explain", self._get_reservation_explain),
         ]
 
     async def _get_node_reservations(self, node: str) -> list[dict[str, Any]]:
@@ -710,6 +713,12 @@ class Reservation(
         if info is None:
             raise NotFound(f'reservations.scheduling.koordinator.sh "{name}" not found')
         return reservation_view(self.store, info, self.nominations.get(name))
+
+    async def _get_reservation_explain(self, name: str) -> dict[str, Any]:
+        info = self.store.get(name)
+        if info is None:
+            raise NotFound(f'reservations.scheduling.koordinator.sh "{name}" not found')
+        return explain_reservation(self.handle, self.handle.framework, self.store, info, self.nominations.get(name))
 
 
 def _applied(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
