@@ -130,6 +130,10 @@ class Reservation(
         self._tasks: set[asyncio.Task[None]] = set()
         #: reservation name -> its preemption under way (nominated node, victims).
         self.nominations: dict[str, Nomination] = {}
+        #: uid of a running pod a Reservation pre-allocated from -> that Reservation's name.
+        self._adopted: dict[str, str] = {}
+        #: epoch seconds of the next controller round (brought forward when an adopted pod goes).
+        self._controller_due = 0.0
         # last: registering replays the cache into the listeners at once
         handle.add_listener(self.store)
         handle.add_listener(self)
@@ -486,11 +490,13 @@ class Reservation(
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """A pod whose annotation write waited for it to exist (embedded bind) is annotated now. A victim of a
         preemption gone: its Reservation is retried at once (kube-scheduler requeues on an assigned pod's
-        deletion)."""
+        deletion); a pod a Reservation pre-allocated from gone: the controller runs at the next round."""
         if new is None and old is not None and self.nominations:
             for name, nomination in self.nominations.items():
                 if any(v["uid"] == old.uid for v in nomination.victims):
                     self._backoff.pop(name, None)
+        if new is None and old is not None and self._adopted.pop(old.uid, None) is not None:
+            self._controller_due = 0.0  # its Waiting Reservation may turn Available now
         if new is None or new.uid not in self._pending_writes:
             return
         obj = self.handle.snapshot.pod_object(new.uid) or {}
@@ -513,14 +519,13 @@ class Reservation(
     async def run_background(self) -> None:
         """Place pending reservations and run the controller, on the leader, until cancelled. A failed round
         ends the loop; the service's loop supervisor logs, counts and restarts it (:mod:`app.sources.loops`)."""
-        next_controller = 0.0
         while True:
             await asyncio.sleep(PLACEMENT_INTERVAL)
             if not self.handle.has_synced() or not self.handle.is_leader():
                 continue
             await self.place_pending()
-            if self.handle.now() >= next_controller:
-                next_controller = self.handle.now() + CONTROLLER_INTERVAL
+            if self.handle.now() >= self._controller_due:
+                self._controller_due = self.handle.now() + CONTROLLER_INTERVAL
                 await self.control_once()
 
     async def place_pending(self) -> int:
@@ -616,6 +621,7 @@ class Reservation(
         if await self._bind_reservation(framework, info, pod.node_name, state, now, adopt=owner) is not None:
             return False
         self.store.reserve(pod, info.name)
+        self._adopted[pod.uid] = info.name
         value = orjson.dumps({"name": info.name, "uid": info.uid}).decode()
         patch = {"metadata": {"annotations": {n.ANNOTATION_RESERVATION_ALLOCATED: value}}}
         try:
