@@ -124,13 +124,18 @@ NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 
 
+def _field(obj: Any, key: str) -> dict[str, Any]:
+    """``obj[key]`` when both are JSON objects, else {} (a malformed budget is read as empty, never raises)."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
 def _pdb_selects(pdb: dict[str, Any], pod: PodInfo) -> bool:
     """``pdb`` (a policy/v1 PodDisruptionBudget as JSON) is in the pod's namespace and its selector matches
     the pod's labels; a nil or empty selector, or a malformed one, matches nothing (as upstream)."""
-    meta = pdb.get("metadata") or {}
-    if (meta.get("namespace") or "default") != pod.namespace:
+    if (_field(pdb, "metadata").get("namespace") or "default") != pod.namespace:
         return False
-    selector = (pdb.get("spec") or {}).get("selector")
+    selector = _field(pdb, "spec").get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
         return False
     try:
@@ -147,12 +152,13 @@ def filter_pods_with_pdb_violation(
 
     Each matching budget's ``status.disruptionsAllowed`` is decremented per pod, in order; a pod that takes a
     budget below zero is violating. A pod without labels matches no budget; a pod already listed in the
-    budget's ``status.disruptedPods`` does not count against it (the API server has processed it).
+    budget's ``status.disruptedPods`` does not count against it (the API server has processed it). A
+    malformed budget (fields of the wrong type) selects nothing and allows nothing; nothing raises.
     """
     allowed = []
     for pdb in pdbs:
-        raw = (pdb.get("status") or {}).get("disruptionsAllowed")
-        allowed.append(raw if isinstance(raw, int) else 0)
+        raw = _field(pdb, "status").get("disruptionsAllowed")
+        allowed.append(raw if type(raw) is int else 0)
     violating: list[PodInfo] = []
     fine: list[PodInfo] = []
     for pod in pods:
@@ -161,7 +167,7 @@ def filter_pods_with_pdb_violation(
             for i, pdb in enumerate(pdbs):
                 if not _pdb_selects(pdb, pod):
                     continue
-                if pod.name in ((pdb.get("status") or {}).get("disruptedPods") or {}):
+                if pod.name in _field(_field(pdb, "status"), "disruptedPods"):
                     continue
                 allowed[i] -= 1
                 if allowed[i] < 0:

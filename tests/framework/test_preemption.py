@@ -43,6 +43,7 @@ DB = {"matchLabels": {"app": "db"}}
         ("empty selector matches nothing", [_pdb(0, {})], []),
         ("nil selector matches nothing", [_pdb(0, None)], []),
         ("a pod already disrupted does not count", [_pdb(0, DB, disrupted=("db-1",))], ["db-2"]),
+        ("malformed budgets are ignored", [{"metadata": [], "spec": "x", "status": 3}, {"spec": {"selector": 7}}], []),
     ],
 )
 def test_filter_pods_with_pdb_violation(name: str, pdbs: list[Any], violating: list[str]) -> None:
