@@ -12,7 +12,9 @@ goes through the PostFilter of kube-scheduler's DefaultPreemption like any pod
    preempt every pod. ``preemptionPolicy: Never`` is not eligible (``not eligible due to
    preemptionPolicy=Never.``), nor is a Reservation whose victims on its nominated node are still there
    (``not eligible due to a terminating pod on the nominated node.``);
-2. candidates among the nodes where preemption might help (:attr:`.placement.Placement.helpful`): on each,
+2. candidates among the nodes where preemption might help (:attr:`.placement.Placement.helpful`), in name
+   order (upstream starts at a random offset), until :func:`num_candidates` of them violate no
+   PodDisruptionBudget: on each,
    :func:`~app.framework.preemption.select_victims_on_node` (pods of strictly lower priority, fewest needed,
    PodDisruptionBudgets counted), the victims then narrowed by the PostFilter plugins' ``select_victims``
    (ElasticQuota keeps its own rules for quota-bound victims) and re-checked;
@@ -130,6 +132,7 @@ def find_candidates(
         return pod_start_time(pod, snapshot.pod_object(pod.uid), now)
 
     helpful = set(placement.helpful)
+    limit = num_candidates(placement.total)
     reasons: Counter[str] = Counter()
     out: list[Candidate] = []
     for name in sorted(placement.reasons or {}):
@@ -137,7 +140,9 @@ def find_candidates(
         if name not in helpful or node is None:
             reasons[NOT_HELPFUL_MESSAGE] += 1
             continue
-        pods = [p for p in (snapshot.pod(uid) for uid in node.pods) if p is not None]
+        if sum(1 for c in out if not c.num_pdb_violations) >= limit:
+            break  # DryRunPreemption stops once it holds enough candidates that violate no budget
+        pods = [p for p in (snapshot.pod(uid) for uid in node.pods) if p is not None and not p.terminated]
 
         def fits(removed: list[PodInfo], node_name: str = name) -> list[str]:
             return fit_reasons(handle, framework, store, info, state, node_name, removed)
@@ -161,6 +166,12 @@ def find_candidates(
     if out:
         return out, ""
     return [], "preemption: " + fit_error_message(placement.total, reasons)
+
+
+def num_candidates(nodes: int) -> int:
+    """``calculateNumCandidates`` with DefaultPreemption's defaults (minCandidateNodesPercentage 10,
+    minCandidateNodesAbsolute 100): 10 % of ``nodes``, at least 100, at most ``nodes``."""
+    return min(max(nodes * 10 // 100, 100), nodes)
 
 
 def choose(handle: Handle, candidates: list[Candidate], now: float) -> Candidate | None:
