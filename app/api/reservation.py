@@ -15,6 +15,10 @@ import orjson
 ANNOTATION_RESERVATION_ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 PHASE_AVAILABLE = "Available"
 PHASE_WAITING = "Waiting"
+#: ``spec.allocatePolicy`` under which reserved resources come from the Reservation alone.
+ALLOCATE_POLICY_RESTRICTED = "Restricted"
+#: ``NewReservationReason``'s prefix: a failure reason about the pod's reservations, not the node.
+RESERVATION_REASON_PREFIX = "Reservation(s) "
 #: The label upstream's migration controller puts on every Reservation it creates, and its value
 #: (``LabelCreatedBy`` / ``DefaultCreator``, ``pkg/descheduler/controllers/migration/reservation/types.go``).
 LABEL_CREATED_BY = "app.kubernetes.io/created-by"
@@ -43,6 +47,13 @@ def allocated_ref(annotations: Mapping[str, str]) -> tuple[str, str] | None:
     if not isinstance(data, dict):
         return None
     return str(data.get("name") or ""), str(data.get("uid") or "")
+
+
+def allocate_policy(obj: Mapping[str, Any]) -> str:
+    """A Reservation object's ``spec.allocatePolicy`` ("" when unset or not a string)."""
+    spec = obj.get("spec")
+    policy = spec.get("allocatePolicy") if isinstance(spec, dict) else None
+    return policy if isinstance(policy, str) else ""
 
 
 def reserve_pod_uid(obj: Mapping[str, Any]) -> str:

@@ -2,6 +2,8 @@
 
 The pod: ``koord explain pod NAME -n NAMESPACE`` reads it from the cluster (kubeconfig and
 ``--context`` as kubectl), ``--pod FILE`` from a YAML/JSON file, ``--pod -`` from stdin.
+``koord explain reservation NAME`` asks the Reservation plugin instead (:func:`render_reservation_explain`):
+why no node fits a pending Reservation and what preemption would take.
 
 The table (one row per node, feasible ones first, best score first): kube-scheduler's own verdict
 (NodeResourcesFit on cpu, memory, ephemeral-storage and the pod count, computed by the service as
@@ -17,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from app.api.manifests import SafeLoader
 from app.cli.output import add_columns, kube_table
@@ -29,6 +33,8 @@ OWN_COLUMNS = {"ElasticQuota": "quota", "Reservation": "reservation"}
 GANG_PLUGIN = "Coscheduling"
 #: What ``koord explain KIND NAME`` accepts as KIND (kubectl's names of pods).
 POD_KINDS = ("pod", "pods", "po")
+#: ... and of Reservations (the CRD's plural and singular).
+RESERVATION_KINDS = ("reservation", "reservations")
 
 
 def parse_pod(text: str, origin: str) -> dict[str, Any]:
@@ -193,3 +199,40 @@ def _cpu_lines(nodes: dict[str, Any]) -> list[str]:
 def feasible_names(answer: dict[str, Any]) -> list[str]:
     """``node/NAME`` of every feasible node, best first (``-o name``: where the pod can go)."""
     return [f"node/{name}" for name, info in _ordered(answer.get("nodes", {})) if info.get("feasible")]
+
+
+def _victims(victims: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{v['namespace']}/{v['name']} (priority {v['priority']})" for v in victims)
+
+
+def render_reservation_explain(answer: dict[str, Any], wide: bool = False) -> RenderableType:
+    """A Reservation's explanation (``GET .../reservations/{name}/explain``): its phase and kube-scheduler's
+    message as the title, one row per refused node with its reasons and, where preemption found victims
+    there, those victims; the message and the preemption's verdict (the node and victims it would take, or
+    why none) as lines under it (wrapped at the terminal's width, not the table's). ``wide`` changes nothing."""
+    name, phase = answer.get("name", "?"), answer.get("phase", "?")
+    title = f"Reservation {name}: {phase}"
+    if answer.get("nodeName"):
+        title += f" on node {answer['nodeName']}"
+    table = kube_table(title=escape(title))
+    add_columns(table, "node", "reasons", "victims")
+    pre: dict[str, Any] = answer.get("preemption") or {}
+    candidates: dict[str, list[str]] = pre.get("candidates") or {}
+    for node, info in (answer.get("nodes") or {}).items():
+        victims = ", ".join(candidates.get(node, [])) or "-"
+        table.add_row(escape(node), escape("; ".join(info.get("reasons") or [])), escape(victims))
+    lines = []
+    if answer.get("message"):
+        lines.append(answer["message"])
+    if answer.get("fits"):
+        lines.append(f"fits node {answer['fits']}: placed at the next round")
+    if pre.get("eligible"):
+        lines.append(
+            f"preemption would evict {len(pre['victims'])} pod(s) on node {pre['node']}: {_victims(pre['victims'])}"
+            + (f", {pre['numPDBViolations']} violating a PodDisruptionBudget" if pre.get("numPDBViolations") else "")
+        )
+    elif pre.get("node"):
+        lines.append(f"preemption under way on node {pre['node']}: evicting {_victims(pre['victims'])}")
+    elif pre.get("reason"):
+        lines.append(f"no preemption: {pre['reason']}")
+    return Group(table, Text("\n".join(lines))) if lines else table

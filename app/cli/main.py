@@ -330,8 +330,10 @@ def scheduler(
 
 @cli.command()
 def explain(
-    kind: Annotated[str | None, typer.Argument(help="pod (as kubectl names it), with NAME.")] = None,
-    name: Annotated[str | None, typer.Argument(help="The pod's name, read from the cluster.")] = None,
+    kind: Annotated[str | None, typer.Argument(help="pod (as kubectl names it) or reservation, with NAME.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="The pod's name, read from the cluster, or the Reservation's.")
+    ] = None,
     namespace: Annotated[str, typer.Option("-n", "--namespace", help="The pod's namespace.")] = "default",
     pod: Annotated[
         str | None, typer.Option(metavar="FILE", help="The pod from a YAML/JSON file instead; - reads stdin.")
@@ -355,9 +357,33 @@ def explain(
     """Why is my pod pending? Per node: kube-scheduler's verdict, each plugin's, and the score.
 
     koord explain pod NAME -n NAMESPACE | koord explain --pod FILE | koord explain --pod - < pod.yaml
-    """
-    from app.cli.explain import POD_KINDS, feasible_names, fetch_pod, read_pod_file, render_explain
 
+    koord explain reservation NAME: why no node fits a pending Reservation, and what preemption would take.
+    """
+    from app.cli.explain import (
+        POD_KINDS,
+        RESERVATION_KINDS,
+        feasible_names,
+        fetch_pod,
+        read_pod_file,
+        render_explain,
+        render_reservation_explain,
+    )
+
+    if kind in RESERVATION_KINDS and name and pod is None:
+        found = request(
+            "GET",
+            server,
+            f"/apis/v1/plugins/Reservation/reservations/{name}/explain",
+            insecure=insecure,
+            ca=certificate_authority,
+            client_cert=client_certificate,
+            client_key=client_key,
+            kubeconfig=kubeconfig,
+            context=context,
+        )
+        emit(output, found, lambda wide: render_reservation_explain(found, wide), lambda: [f"reservation/{name}"])
+        return
     if (kind is None) == (pod is None):
         _fail("name the pod (koord explain pod NAME -n NAMESPACE) or give --pod FILE (- for stdin), one of them")
     if pod is not None:

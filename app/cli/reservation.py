@@ -1,8 +1,9 @@
 """`koord reservation list | show NAME`: inspect Reservations on a running service.
 
 Reads ``/apis/v1/plugins/Reservation/reservations`` and ``/reservations/{name}`` and renders a rich
-table (phase, node, allocatable / allocated per resource, owners, expiry), or the JSON answer with
-``-o json``. Exit codes: 0 answered, 1 the reservation does not exist, 2 the service could not be asked.
+table (phase, node, allocatable / allocated per resource, owners, expiry) with, under it, each pending
+Reservation's Scheduled message and, while it preempts, its nominated node and victims; or the JSON
+answer with ``-o json``. Exit codes: 0 answered, 1 the reservation does not exist, 2 the service could not be asked.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from app.cli.output import OutputOpt, add_columns, emit, kube_table
 from app.cli.remote import DEFAULT_SERVER, CAOpt, ContextOpt, InsecureOpt, KubeconfigOpt, ServerOpt, request
@@ -35,9 +37,9 @@ def _owners(r: dict[str, Any]) -> str:
     return ", ".join(f"{o['namespace']}/{o['name']}" for o in current) or "-"
 
 
-def render_reservations(items: list[dict[str, Any]], title: str | None = None, wide: bool = False) -> Table:
+def render_reservations(items: list[dict[str, Any]], title: str | None = None, wide: bool = False) -> RenderableType:
     """One row per reservation and resource: phase, node, allocatable, allocated, expires (``wide``: and
-    the owners)."""
+    the owners); under the table, the pending ones' messages, nominated nodes and victims."""
     table = kube_table(title=title)
     cols = ["name", "phase", "node", "resource", "allocatable", "allocated", *(["owners"] if wide else []), "expires"]
     add_columns(table, *cols, right=("allocatable", "allocated"))
@@ -57,7 +59,19 @@ def render_reservations(items: list[dict[str, Any]], title: str | None = None, w
                 row.append(_owners(r) if first else "")
             row.append((r.get("expires") or "never") if first else "")
             table.add_row(*row)
-    return table
+    lines = [line for r in items for line in _pending_lines(r)]
+    return Group(table, Text("\n".join(lines))) if lines else table
+
+
+def _pending_lines(r: dict[str, Any]) -> list[str]:
+    """A pending Reservation's Scheduled message, nominated node and the victims its preemption evicts."""
+    if r.get("phase") not in ("Pending", ""):
+        return []
+    out = [f"{r['name']}: {r['message']}"] if r.get("message") else []
+    if r.get("nominatedNodeName"):
+        victims = ", ".join(f"{v['namespace']}/{v['name']} (priority {v['priority']})" for v in r.get("victims") or [])
+        out.append(f"{r['name']}: nominated node {r['nominatedNodeName']}, victims: {victims or '-'}")
+    return out
 
 
 @reservation_app.command("list")

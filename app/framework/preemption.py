@@ -7,6 +7,9 @@
 - :class:`Candidate` and :func:`pick_one_node_for_preemption`: a node with its victims, and the choice
   among candidates as ``pickOneNodeForPreemption`` in
   k8s.io/kubernetes/pkg/scheduler/framework/preemption/preemption.go.
+- :func:`filter_pods_with_pdb_violation` and :func:`select_victims_on_node`: DefaultPreemption's victim
+  choice on one node (pkg/scheduler/framework/plugins/defaultpreemption/default_preemption.go
+  ``SelectVictimsOnNode``, ``filterPodsWithPDBViolation``), over a fit check the caller supplies.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from app.api.labelselector import SelectorError, selector_matches
 from app.api.timeparse import parse_time
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -108,3 +112,111 @@ def pick_one_node_for_preemption(
         best = max(values)
         pool = [c for c, v in zip(pool, values, strict=True) if v == best]
     return pool[0] if pool else None
+
+
+#: DefaultPreemption's status message for a node without a lower-priority pod (UnschedulableAndUnresolvable).
+NO_VICTIMS_MESSAGE = "No preemption victims found for incoming pod"
+#: ``nodesWherePreemptionMightHelp``: a node whose Filter failure removing pods cannot cure.
+NOT_HELPFUL_MESSAGE = "Preemption is not helpful for scheduling"
+#: ``PodEligibleToPreemptOthers``: the preemptor's ``spec.preemptionPolicy`` is ``Never``.
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+#: ``PodEligibleToPreemptOthers``: a lower-priority pod on the nominated node is still terminating.
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+
+
+def _field(obj: Any, key: str) -> dict[str, Any]:
+    """``obj[key]`` when both are JSON objects, else {} (a malformed budget is read as empty, never raises)."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _pdb_selects(pdb: dict[str, Any], pod: PodInfo) -> bool:
+    """``pdb`` (a policy/v1 PodDisruptionBudget as JSON) is in the pod's namespace and its selector matches
+    the pod's labels; a nil or empty selector, or a malformed one, matches nothing (as upstream)."""
+    if (_field(pdb, "metadata").get("namespace") or "default") != pod.namespace:
+        return False
+    selector = _field(pdb, "spec").get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return False
+    try:
+        return selector_matches(selector, pod.labels)
+    except SelectorError:
+        return False
+
+
+def filter_pods_with_pdb_violation(
+    pods: list[PodInfo], pdbs: list[dict[str, Any]]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """``filterPodsWithPDBViolation``: split ``pods`` (order kept) into those whose eviction would violate a
+    PodDisruptionBudget and those whose would not.
+
+    Each matching budget's ``status.disruptionsAllowed`` is decremented per pod, in order; a pod that takes a
+    budget below zero is violating. A pod without labels matches no budget; a pod already listed in the
+    budget's ``status.disruptedPods`` does not count against it (the API server has processed it). A
+    malformed budget (fields of the wrong type) selects nothing and allows nothing; nothing raises.
+    """
+    allowed = []
+    for pdb in pdbs:
+        raw = _field(pdb, "status").get("disruptionsAllowed")
+        allowed.append(raw if type(raw) is int else 0)
+    violating: list[PodInfo] = []
+    fine: list[PodInfo] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, pdb in enumerate(pdbs):
+                if not _pdb_selects(pdb, pod):
+                    continue
+                if pod.name in _field(_field(pdb, "status"), "disruptedPods"):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violated = True
+        (violating if violated else fine).append(pod)
+    return violating, fine
+
+
+def more_important_key(start_time: Callable[[PodInfo], float]) -> Callable[[PodInfo], tuple[int, float]]:
+    """Sort key of ``util.MoreImportantPod``, most important first: higher priority, then earlier start
+    (``start_time`` gives a pod's start in epoch seconds)."""
+    return lambda p: (-(p.priority or 0), start_time(p))
+
+
+def select_victims_on_node(
+    priority: int,
+    pods: list[PodInfo],
+    fits: Callable[[list[PodInfo]], list[str]],
+    pdbs: list[dict[str, Any]],
+    start_time: Callable[[PodInfo], float],
+) -> tuple[list[PodInfo], int, list[str]]:
+    """DefaultPreemption's ``SelectVictimsOnNode`` for a preemptor of ``priority`` on a node holding ``pods``.
+
+    Every pod of strictly lower priority is a potential victim (equal or higher never is); ``fits(removed)``
+    answers the node's Filter verdict for the preemptor with ``removed`` gone ([] when it fits, else the
+    reasons). With all potential victims gone the preemptor must fit, else the node is no candidate. Then the
+    potential victims, most important first, the PDB-violating ones before the others, are reprieved one by
+    one while the preemptor still fits without them.
+
+    Returns:
+        (victims, number of victims violating a PDB, reasons): victims most important first; reasons is
+        non-empty (and victims empty) when the node is no candidate: ``[NO_VICTIMS_MESSAGE]`` or the
+        Filter reasons with every potential victim gone.
+    """
+    potential = sorted((p for p in pods if (p.priority or 0) < priority), key=more_important_key(start_time))
+    if not potential:
+        return [], 0, [NO_VICTIMS_MESSAGE]
+    removed = {p.uid: p for p in potential}
+    reasons = fits(list(removed.values()))
+    if reasons:
+        return [], 0, reasons
+    violating, fine = filter_pods_with_pdb_violation(potential, pdbs)
+    victims: list[PodInfo] = []
+    num_violating = 0
+    for group, counts in ((violating, True), (fine, False)):
+        for pod in group:
+            del removed[pod.uid]
+            if fits(list(removed.values())):
+                removed[pod.uid] = pod
+                victims.append(pod)
+                num_violating += counts
+    return victims, num_violating, []

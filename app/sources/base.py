@@ -34,6 +34,7 @@ WATCHED_KINDS: tuple[str, ...] = (
     "Namespace",
     "PriorityClass",
     "NodeResourceTopology",
+    "PodDisruptionBudget",
 )
 
 #: Kinds listed and watched in one namespace only (RBAC grants ConfigMaps in koordinator-system only).

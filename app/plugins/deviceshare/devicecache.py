@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from app.api.reservation import allocated_ref, is_active, reserve_pod_uid
+from app.api.reservation import ALLOCATE_POLICY_RESTRICTED, allocate_policy, allocated_ref, is_active, reserve_pod_uid
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
@@ -134,7 +134,8 @@ class DeviceCache(CacheListener):
         if current is not None and current.uid != uid:
             self._reservation_of_uid.pop(current.uid, None)
             self.release(current.uid)
-        self.reservations[name] = ReservedGPUs(uid, node, reserved, owners)
+        restricted = allocate_policy(obj) == ALLOCATE_POLICY_RESTRICTED
+        self.reservations[name] = ReservedGPUs(uid, node, reserved, owners, restricted)
         self._reservation_of_uid[uid] = name
         for pod_uid, linked in self._owner_link.items():  # owners seen before their reservation
             if linked == name and pod_uid not in owners:

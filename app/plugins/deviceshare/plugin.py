@@ -26,7 +26,8 @@
   places it) are written onto the Reservation as ``device-allocated`` (``pre_bind_reservation``) and stay
   accounted while it is active. An owner pod of a reservation (``ReservationNominator``) sees the
   reservation's remaining GPUs as free on its node, is given GPUs from it first, and the reservation's
-  share shrinks by what the owner took.
+  share shrinks by what the owner took. An owner of a ``Restricted`` reservation holding GPUs on a node
+  gets GPUs there only from it (``Reservation(s) Insufficient gpu devices`` when they cannot serve it).
 - RDMA / FPGA / joint allocation / GPU hints (:mod:`.allocator`): a pod asking ``koordinator.sh/rdma`` or
   ``koordinator.sh/fpga``, or whose ``device-allocate-hint`` narrows its GPUs (``selector``,
   ``requiredTopologyScope``, ``exclusivePolicy: PCIeLevel``), is also allocated per node in Python, after
@@ -51,6 +52,7 @@ import numpy as np
 import numpy.typing as npt
 from prometheus_client.core import GaugeMetricFamily
 
+from app.api.reservation import RESERVATION_REASON_PREFIX
 from app.cache.podinfo import PodInfo
 from app.client.errors import ApiError, NotFound
 from app.framework.cyclestate import CycleState
@@ -105,7 +107,7 @@ from app.plugins.deviceshare.hints import (
 )
 from app.plugins.deviceshare.nodedevice import NodeDevice
 from app.plugins.deviceshare.request import DeviceRequestError, GPURequest, gpu_request, secondary_requests
-from app.plugins.deviceshare.reserved import ReservedGPUs
+from app.plugins.deviceshare.reserved import ReservedGPUs, restricted_minors
 from app.plugins.deviceshare.scoring import (
     device_scores,
     device_scores_rows,
@@ -126,6 +128,9 @@ _ALLOC = NAME + "/allocation"
 _OWNED = NAME + "/reservedGPUs"
 _UNRESOLVABLE_GPU = Status.unresolvable(ERR_INSUFFICIENT_GPU)
 _INSUFFICIENT_GPU = Status.unschedulable(ERR_INSUFFICIENT_GPU)
+#: An owner of a Restricted Reservation whose GPUs there cannot serve it (``NewReservationReason``).
+ERR_RESERVATION_INSUFFICIENT_GPU = RESERVATION_REASON_PREFIX + ERR_INSUFFICIENT_GPU
+_RESERVATION_INSUFFICIENT_GPU = Status.unschedulable(ERR_RESERVATION_INSUFFICIENT_GPU)
 #: Score step between consecutive ranks of FragmentationAware's Rank mapping (extender buckets are 10 wide).
 RANK_STEP = 10
 #: Node states whose GPU choice :meth:`DeviceShare._choose` keeps; past it the memo starts over.
@@ -465,6 +470,18 @@ class DeviceShare(
         # Status is immutable: failing nodes share one per reason (no per-node allocation)
         failures.update(dict.fromkeys(np.flatnonzero(no_gpu).tolist(), _UNRESOLVABLE_GPU))
         failures.update(dict.fromkeys(np.flatnonzero(short).tolist(), _INSUFFICIENT_GPU))
+        owned = self._owned(state, pod)
+        if owned:
+            for pos, name in enumerate(nodes.names):
+                if name not in owned or pos in failures:
+                    continue
+                allowed = restricted_minors([r for _, r in owned[name]], req.per_gpu)
+                if allowed is None:
+                    continue
+                minors = table.minor[rows[pos]]
+                usable = sum(1 for s in np.flatnonzero(fits[pos]).tolist() if int(minors[s]) in allowed)
+                if usable < req.count:
+                    failures[pos] = _RESERVATION_INSUFFICIENT_GPU
         if req.shared and self.args.unsupported_models:
             for pos, name in enumerate(nodes.names):
                 node = self.handle.snapshot.node(name)
@@ -965,6 +982,9 @@ class DeviceShare(
                 if gpu_slots is not None:
                     return self._gpu_allocations(nd, gpu_req, row, gpu_slots)
                 owned = [r for _, r in self._owned(state, pod).get(node, [])]
+                only = restricted_minors(owned, gpu_req.per_gpu)
+                if only is not None:
+                    allowed = only if allowed is None else allowed & only
                 slots = self._choose(pod, gpu_req, node, row, owned, allowed, victims)
                 if slots is None:
                     raise Refused(_INSUFFICIENT_GPU)
@@ -1014,9 +1034,10 @@ class DeviceShare(
         else:
             assert req is not None
             owned = [r for _, r in self._owned(state, pod).get(node, [])]
-            slots = self._choose(pod, req, node, row, owned)
+            only = restricted_minors(owned, req.per_gpu)
+            slots = self._choose(pod, req, node, row, owned, only)
             if slots is None:
-                return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+                return _INSUFFICIENT_GPU if only is None else _RESERVATION_INSUFFICIENT_GPU
             allocs = self._gpu_allocations(nd, req, row, slots)
         self.devices.account(pod.uid, pod.key, node, allocs, others)
         source = max(

@@ -31,8 +31,9 @@ def _condition(ctype: str, status: str, reason: str, now: float, message: str = 
 
 def available_patch(info: ReservationInfo, node: str, now: float) -> dict[str, Any]:
     """Bound to ``node``: phase Available, ``status.allocatable`` = the template's requests, conditions
-    Scheduled=True (Scheduled) and Ready=True (Available)."""
-    return {
+    Scheduled=True (Scheduled) and Ready=True (Available); a ``status.nominatedNodeName`` left by a
+    preemption is removed."""
+    patch: dict[str, Any] = {
         "status": {
             "phase": n.PHASE_AVAILABLE,
             "nodeName": node,
@@ -43,17 +44,41 @@ def available_patch(info: ReservationInfo, node: str, now: float) -> dict[str, A
             ],
         }
     }
+    if (info.obj.get("status") or {}).get("nominatedNodeName"):
+        patch["status"]["nominatedNodeName"] = None
+    return patch
 
 
-def unschedulable_patch(info: ReservationInfo, message: str, now: float) -> dict[str, Any] | None:
-    """Not placed: the Scheduled condition False with reason Unschedulable and ``message`` (phase kept);
-    None when the condition already says exactly that."""
+def waiting_patch(info: ReservationInfo, node: str, owners: list[dict[str, str]], now: float) -> dict[str, Any]:
+    """Pre-allocated on ``node`` from running ``owners`` (namespace, name, uid): phase Waiting, ``nodeName``,
+    ``status.allocatable`` = the template's requests, ``currentOwners``, condition Scheduled=True."""
+    patch = available_patch(info, node, now)
+    patch["status"]["phase"] = n.PHASE_WAITING
+    patch["status"]["currentOwners"] = owners
+    patch["status"]["conditions"] = [_condition(n.CONDITION_SCHEDULED, "True", n.REASON_SCHEDULED, now)]
+    return patch
+
+
+def ready_patch(info: ReservationInfo, now: float) -> dict[str, Any]:
+    """A Waiting reservation whose pre-allocated pods are gone: phase Available, Ready=True (Available),
+    no current owners nor allocation."""
+    conditions = [c for c in _conditions(info) if c.get("type") != n.CONDITION_READY]
+    conditions.append(_condition(n.CONDITION_READY, "True", n.REASON_AVAILABLE, now))
+    return {"status": {"phase": n.PHASE_AVAILABLE, "conditions": conditions, "currentOwners": None, "allocated": None}}
+
+
+def unschedulable_patch(info: ReservationInfo, message: str, now: float, nominated: str = "") -> dict[str, Any] | None:
+    """Not placed: the Scheduled condition False with reason Unschedulable and ``message`` (phase kept), and
+    ``status.nominatedNodeName`` = ``nominated`` (the node a preemption made room on; "" removes it);
+    None when the status already says exactly that."""
+    status_now = info.obj.get("status") or {}
+    same_nomination = (status_now.get("nominatedNodeName") or "") == nominated
     conditions = _conditions(info)
     for cond in conditions:
         if cond.get("type") == n.CONDITION_SCHEDULED:
             if cond.get("status") == "True":
                 return None
-            if cond.get("reason") == n.REASON_UNSCHEDULABLE and cond.get("message") == message:
+            if cond.get("reason") == n.REASON_UNSCHEDULABLE and cond.get("message") == message and same_nomination:
                 return None
             cond.update(reason=n.REASON_UNSCHEDULABLE, message=message, lastProbeTime=format_time(now))
             break
@@ -62,6 +87,8 @@ def unschedulable_patch(info: ReservationInfo, message: str, now: float) -> dict
     status: dict[str, Any] = {"conditions": conditions}
     if not info.phase:
         status["phase"] = n.PHASE_PENDING
+    if not same_nomination:
+        status["nominatedNodeName"] = nominated or None
     return {"status": status}
 
 

@@ -7,6 +7,8 @@ One :func:`decide` per reservation per round, from the store and the clock:
 - active: ``status.currentOwners`` (the bound pods allocated to it: namespace, name, uid) and
   ``status.allocated`` (Σ their requests masked to allocatable names) are brought up to date; once it
   has an owner and ``allocateOnce`` is true -> Succeeded;
+- ``Waiting`` (pre-allocated from running pods, :mod:`.preallocation`): once none of its owners is left
+  -> Available (Ready reason ``Available``); its pre-allocated owners never make it Succeeded;
 - finished for longer than the GC duration (24 h) -> deleted.
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 from app.api.quantity import QuantityError, format_resource_list, parse_resource_list
 from app.framework.handle import Handle
 from app.plugins.reservation import names as n
-from app.plugins.reservation.conditions import expired_patch, finished_at, succeeded_patch
+from app.plugins.reservation.conditions import expired_patch, finished_at, ready_patch, succeeded_patch
 from app.plugins.reservation.model import ReservationInfo
 from app.plugins.reservation.store import ReservationStore
 
@@ -68,11 +70,14 @@ def decide(handle: Handle, store: ReservationStore, info: ReservationInfo, now: 
     if handle.snapshot.node(info.node_name) is None:
         return Action(info.name, f"node {info.node_name} is gone", expired_patch(info, now))
     status = info.obj.get("status") or {}
+    waiting = info.phase == n.PHASE_WAITING
+    if waiting and not current_owners(handle, store, info):
+        return Action(info.name, "pre-allocated pods released", ready_patch(info, now))
     if not store.pods_of.get(info.name) and not status.get("currentOwners") and not status.get("allocated"):
         return None  # no owner, nothing recorded: the common case, decided without building lists
     owners = current_owners(handle, store, info)
     allocated = {r: v for r, v in store.allocated(info.name).items() if v}
-    if owners and info.allocate_once:
+    if owners and info.allocate_once and not waiting:
         patch = succeeded_patch(info, now)
         patch["status"]["currentOwners"] = owners
         patch["status"]["allocated"] = format_resource_list(allocated)

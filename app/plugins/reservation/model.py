@@ -43,6 +43,7 @@ class ReservationInfo:
         order: the positive ``reservation-order`` label value, 0 when absent or invalid.
         unschedulable, taints: ``spec.unschedulable`` and ``spec.taints``: new owners need the reservation
             affinity's tolerations for them (upstream ``IsUnschedulable``, ``GetTaints``).
+        pre_allocation: ``spec.preAllocation``: a running owner pod may satisfy it (:mod:`.preallocation`).
         labels, annotations: metadata maps.
         reserve_pod: the reserve pod object (``NewReservePod``) and reserve_info its parsed view.
         obj: the object as received.
@@ -69,6 +70,7 @@ class ReservationInfo:
     resource_names: frozenset[str] = field(default_factory=frozenset)
     unschedulable: bool = False
     taints: tuple[dict[str, Any], ...] = ()
+    pre_allocation: bool = False
 
     @property
     def active(self) -> bool:
@@ -258,4 +260,5 @@ def parse_reservation(obj: Any) -> ReservationInfo:
         resource_names=frozenset(k for k, v in allocatable.items() if v > 0),
         unschedulable=bool(spec.get("unschedulable")),
         taints=tuple(taints),
+        pre_allocation=spec.get("preAllocation") is True,
     )

@@ -43,11 +43,11 @@ REASON_EXPIRED = "Expired"
 
 POLICY_DEFAULT = ""
 POLICY_ALIGNED = "Aligned"
-POLICY_RESTRICTED = "Restricted"
+POLICY_RESTRICTED = api.ALLOCATE_POLICY_RESTRICTED
 ALLOCATE_POLICIES = (POLICY_DEFAULT, POLICY_ALIGNED, POLICY_RESTRICTED)
 
 # --- failure reasons (plugin.go)
-ERR_REASON_PREFIX = "Reservation(s) "
+ERR_REASON_PREFIX = api.RESERVATION_REASON_PREFIX
 ERR_REASON_RESERVATION_AFFINITY = "node(s) no reservations match reservation affinity"
 ERR_REASON_NO_RESERVATIONS_MEET_REQUIREMENTS = "node(s) no reservation(s) to meet the requirements"
 ERR_REASON_NODE_NOT_MATCH_RESERVATION = "node(s) didn't match the nodeName specified by reservation"

@@ -15,9 +15,11 @@
 - Reserve / Unreserve: the pod is charged to the chosen reservation (smallest order, then best score)
   and uncharged when the binding fails.
 - PreBind: writes ``scheduling.koordinator.sh/reservation-allocated`` = ``{"name","uid"}`` on the pod.
-- Background (leader only): places pending reservations (:mod:`.placement`) with backoff, and runs the
-  controller (:mod:`.controller`).
-- REST: ``nodeReservations/{node}`` (upstream's path) and ``reservations``.
+- Background (leader only): places pending reservations (:mod:`.placement`) with backoff, preempting
+  lower-priority pods for those with a priority of their own (:mod:`.preemption`: victims evicted through
+  the Eviction API, ``status.nominatedNodeName`` written, the nominated node tried first next time), and
+  runs the controller (:mod:`.controller`).
+- REST: ``nodeReservations/{node}`` (upstream's path), ``reservations`` and a Reservation's ``explain``.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ from app.framework.interfaces import (
 from app.framework.status import SUCCESS, Status
 from app.plugins.reservation import names as n
 from app.plugins.reservation.affinity import AffinityError
-from app.plugins.reservation.conditions import available_patch, unschedulable_patch
+from app.plugins.reservation.conditions import available_patch, unschedulable_patch, waiting_patch
 from app.plugins.reservation.controller import decide
+from app.plugins.reservation.explain import explain_reservation
 from app.plugins.reservation.fit import (
     fits_reservation,
     node_reason,
@@ -67,7 +70,16 @@ from app.plugins.reservation.fit import (
 )
 from app.plugins.reservation.matching import PodReservations, match_pod
 from app.plugins.reservation.model import ReservationInfo
-from app.plugins.reservation.placement import place
+from app.plugins.reservation.placement import Placement, place
+from app.plugins.reservation.preallocation import find_pre_allocatable
+from app.plugins.reservation.preemption import (
+    Nomination,
+    choose,
+    find_candidates,
+    not_eligible_reason,
+    reservation_priority,
+    victim_view,
+)
 from app.plugins.reservation.store import ReservationStore
 from app.plugins.reservation.views import node_reservations_view, reservation_view
 
@@ -116,6 +128,12 @@ class Reservation(
         #: reservation name -> (generation seen, next attempt epoch s, current backoff s).
         self._backoff: dict[str, tuple[int, float, float]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        #: reservation name -> its preemption under way (nominated node, victims).
+        self.nominations: dict[str, Nomination] = {}
+        #: uid of a running pod a Reservation pre-allocated from -> that Reservation's name.
+        self._adopted: dict[str, str] = {}
+        #: epoch seconds of the next controller round (brought forward when an adopted pod goes).
+        self._controller_due = 0.0
         # last: registering replays the cache into the listeners at once
         handle.add_listener(self.store)
         handle.add_listener(self)
@@ -470,7 +488,15 @@ class Reservation(
         return SUCCESS
 
     def on_pod(self, old: PodInfo | None, new: PodInfo | None) -> None:
-        """A pod whose annotation write waited for it to exist (embedded bind) is annotated now."""
+        """A pod whose annotation write waited for it to exist (embedded bind) is annotated now. A victim of a
+        preemption gone: its Reservation is retried at once (kube-scheduler requeues on an assigned pod's
+        deletion); a pod a Reservation pre-allocated from gone: the controller runs at the next round."""
+        if new is None and old is not None and self.nominations:
+            for name, nomination in self.nominations.items():
+                if any(v["uid"] == old.uid for v in nomination.victims):
+                    self._backoff.pop(name, None)
+        if new is None and old is not None and self._adopted.pop(old.uid, None) is not None:
+            self._controller_due = 0.0  # its Waiting Reservation may turn Available now
         if new is None or new.uid not in self._pending_writes:
             return
         obj = self.handle.snapshot.pod_object(new.uid) or {}
@@ -493,14 +519,13 @@ class Reservation(
     async def run_background(self) -> None:
         """Place pending reservations and run the controller, on the leader, until cancelled. A failed round
         ends the loop; the service's loop supervisor logs, counts and restarts it (:mod:`app.sources.loops`)."""
-        next_controller = 0.0
         while True:
             await asyncio.sleep(PLACEMENT_INTERVAL)
             if not self.handle.has_synced() or not self.handle.is_leader():
                 continue
             await self.place_pending()
-            if self.handle.now() >= next_controller:
-                next_controller = self.handle.now() + CONTROLLER_INTERVAL
+            if self.handle.now() >= self._controller_due:
+                self._controller_due = self.handle.now() + CONTROLLER_INTERVAL
                 await self.control_once()
 
     async def place_pending(self) -> int:
@@ -520,30 +545,105 @@ class Reservation(
             same = gen == hash(version)
             if same and now < due:
                 continue
-            result = place(self.handle, framework, self.store, info)
+            if info.pre_allocation and await self._pre_allocate(framework, info, now):
+                self._backoff.pop(info.name, None)
+                placed += 1
+                continue
+            nomination = self.nominations.get(info.name)
+            result = place(self.handle, framework, self.store, info, only=nomination.node) if nomination else None
+            if result is None or result.node is None:
+                result = place(self.handle, framework, self.store, info)
             message = result.message
             if result.node is not None and result.state is not None:
                 failure = await self._bind_reservation(framework, info, result.node, result.state, now)
                 if failure is None:
                     self._backoff.pop(info.name, None)
+                    self.nominations.pop(info.name, None)
                     placed += 1
                     continue
                 message = failure
+            else:
+                message = await self._preempt(framework, info, result, now)
             delay = min(max(delay * 2, INITIAL_BACKOFF), MAX_BACKOFF)
-            patch_u = unschedulable_patch(info, message, now)
-            if patch_u is not None:
-                await self._patch_status(info, patch_u)
+            nominated = self.nominations.get(info.name)
+            patch_u = unschedulable_patch(info, message, now, nominated.node if nominated else "")
+            if patch_u is not None and await self._patch_status(info, patch_u):
+                self.store.on_object("Reservation", info.name, _applied(info.obj, patch_u))
             self._backoff[info.name] = (hash(version), now + delay, delay)
         for name in [k for k in self._backoff if k not in self.store.by_name]:
             del self._backoff[name]
+        for name in [k for k in self.nominations if k not in self.store.by_name]:
+            del self.nominations[name]
         return placed
 
+    async def _preempt(self, framework: Any, info: ReservationInfo, result: Placement, now: float) -> str:
+        """PostFilter for a Reservation that fits no node (:mod:`.preemption`): nominate a node and evict its
+        victims, or say why not. Returns the Scheduled condition's message: the fit error, with
+        kube-scheduler's PostFilter message appended when preemption was tried and failed."""
+        priority = reservation_priority(info, dict(self.handle.snapshot.objects("PriorityClass")))
+        if priority is None or not result.reasons:
+            return result.message
+        why = not_eligible_reason(info, self.nominations.get(info.name), self.handle, now)
+        if why:
+            return f"{result.message} {why}."
+        candidates, failure = find_candidates(self.handle, framework, self.store, info, result, priority)
+        best = choose(self.handle, candidates, now)
+        if best is None:
+            self.nominations.pop(info.name, None)
+            return f"{result.message} {failure}."
+        nomination = Nomination(best.node, victim_view(best), now, best.num_pdb_violations)
+        self.nominations[info.name] = nomination
+        log.info(
+            "reservation %s: preempting %d pod(s) on node %s: %s",
+            info.name,
+            len(nomination.victims),
+            best.node,
+            ", ".join(f"{v['namespace']}/{v['name']}" for v in nomination.victims),
+        )
+        reason = f"Preempted by pod {info.reserve_info.uid} on node {best.node} (reservation {info.name})"
+        for victim in best.victims:
+            try:
+                await self.handle.client.evict(victim.namespace, victim.name, victim.uid, reason)
+            except ApiError as exc:
+                log.warning("reservation %s: could not evict %s: %s", info.name, victim.key, exc)
+                self.nominations.pop(info.name, None)  # prepareCandidate failed: choose again next time
+                break
+        return result.message
+
+    async def _pre_allocate(self, framework: Any, info: ReservationInfo, now: float) -> bool:
+        """:mod:`.preallocation`: adopt a running owner pod that satisfies ``info``; True when it did (the
+        Reservation is Waiting on the pod's node, the pod annotated ``reservation-allocated``)."""
+        found = find_pre_allocatable(self.handle, framework, self.store, info)
+        if found is None:
+            return False
+        pod, state = found
+        owner = {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        if await self._bind_reservation(framework, info, pod.node_name, state, now, adopt=owner) is not None:
+            return False
+        self.store.reserve(pod, info.name)
+        self._adopted[pod.uid] = info.name
+        value = orjson.dumps({"name": info.name, "uid": info.uid}).decode()
+        patch = {"metadata": {"annotations": {n.ANNOTATION_RESERVATION_ALLOCATED: value}}}
+        try:
+            await self.handle.client.patch("Pod", pod.name, patch, namespace=pod.namespace)
+        except ApiError as exc:
+            log.warning("reservation %s: cannot annotate pre-allocated pod %s: %s", info.name, pod.key, exc)
+        log.info("reservation %s: pre-allocated from running pod %s on node %s", info.name, pod.key, pod.node_name)
+        return True
+
     async def _bind_reservation(
-        self, framework: Any, info: ReservationInfo, node: str, state: CycleState, now: float
+        self,
+        framework: Any,
+        info: ReservationInfo,
+        node: str,
+        state: CycleState,
+        now: float,
+        adopt: dict[str, str] | None = None,
     ) -> str | None:
         """Reserve the reserve pod on ``node`` in every plugin, let ReservationPreBind plugins write onto
-        the Reservation (DeviceShare's GPUs), then mark it Available. Returns None when bound, else why
-        not (everything reserved is undone)."""
+        the Reservation (DeviceShare's GPUs), then mark it Available (Waiting with ``adopt``, the running
+        pod it pre-allocates from, as its owner). Returns None when bound, else why not (everything
+        reserved is undone)."""
         pod = info.reserve_info
         status = framework.run_reserve(state, pod, node)
         if not status.is_success():
@@ -554,7 +654,7 @@ class Reservation(
                 if not status.is_success():
                     framework.run_unreserve(state, pod, node)
                     return status.message
-        patch = available_patch(info, node, now)
+        patch = available_patch(info, node, now) if adopt is None else waiting_patch(info, node, [adopt], now)
         if not await self._patch_status(info, patch):
             framework.run_unreserve(state, pod, node)
             return "the status write was refused"
@@ -582,6 +682,8 @@ class Reservation(
                 except ApiError as exc:
                     log.warning("reservation %s: delete failed: %s", info.name, exc)
             elif action.patch is not None and await self._patch_status(info, action.patch):
+                # seen at once, as the placement's writes: the next round must not write it again
+                self.store.on_object("Reservation", info.name, _applied(info.obj, action.patch))
                 done += 1
         return done
 
@@ -595,11 +697,13 @@ class Reservation(
 
     # ------------------------------------------------------------------ REST
     def routes(self) -> list[tuple[str, Any]]:
-        """``nodeReservations/{node}`` (upstream's path), ``reservations`` and ``reservations/{name}``."""
+        """``nodeReservations/{node}`` (upstream's path), ``reservations``, ``reservations/{name}`` and
+        ``reservations/{name}/explain`` (:mod:`.explain`)."""
         return [
             ("/nodeReservations/{node}", self._get_node_reservations),
             ("/reservations", self._get_reservations),
             ("/reservations/{name}", self._get_reservation),
+            ("/reservations/{name}/explain", self._get_reservation_explain),
         ]
 
     async def _get_node_reservations(self, node: str) -> list[dict[str, Any]]:
@@ -608,13 +712,19 @@ class Reservation(
         return node_reservations_view(self.store, node)
 
     async def _get_reservations(self) -> list[dict[str, Any]]:
-        return [reservation_view(self.store, i) for _, i in sorted(self.store.by_name.items())]
+        return [reservation_view(self.store, i, self.nominations.get(k)) for k, i in sorted(self.store.by_name.items())]
 
     async def _get_reservation(self, name: str) -> dict[str, Any]:
         info = self.store.get(name)
         if info is None:
             raise NotFound(f'reservations.scheduling.koordinator.sh "{name}" not found')
-        return reservation_view(self.store, info)
+        return reservation_view(self.store, info, self.nominations.get(name))
+
+    async def _get_reservation_explain(self, name: str) -> dict[str, Any]:
+        info = self.store.get(name)
+        if info is None:
+            raise NotFound(f'reservations.scheduling.koordinator.sh "{name}" not found')
+        return explain_reservation(self.handle, self.handle.framework, self.store, info, self.nominations.get(name))
 
 
 def _applied(obj: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:

@@ -13,15 +13,22 @@ from app.api.quantity import display_resource_list
 from app.api.timeparse import format_time
 from app.plugins.reservation import names as n
 from app.plugins.reservation.model import ReservationInfo
+from app.plugins.reservation.preemption import Nomination
 from app.plugins.reservation.store import ReservationStore
 
 
-def reservation_view(store: ReservationStore, info: ReservationInfo) -> dict[str, Any]:
+def reservation_view(
+    store: ReservationStore, info: ReservationInfo, nomination: Nomination | None = None
+) -> dict[str, Any]:
     """One reservation: ``name``, ``uid``, ``phase`` (Pending when unset), ``nodeName``, ``allocatable``,
     ``allocated``, ``remaining`` (quantity strings), ``owners`` (spec.owners as given), ``currentOwners``
-    (the pods allocated to it: namespace, name, uid), ``allocatePolicy``, ``allocateOnce`` and
-    ``expires`` (RFC 3339, null when it never expires)."""
+    (the pods allocated to it: namespace, name, uid), ``allocatePolicy``, ``allocateOnce``,
+    ``expires`` (RFC 3339, null when it never expires), ``nominatedNodeName`` (a pending one's preemption:
+    the node it makes room on, else ``status.nominatedNodeName``, else "") and ``victims`` (the pods that
+    preemption evicts: namespace, name, uid, priority) with ``message`` (the Scheduled condition's)."""
     expiry = info.expiry()
+    status = info.obj.get("status") or {}
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
     pods = []
     for uid in sorted(store.pods_of.get(info.name, ())):
         pod = store.handle.snapshot.pod(uid)
@@ -40,6 +47,11 @@ def reservation_view(store: ReservationStore, info: ReservationInfo) -> dict[str
         "allocatePolicy": info.allocate_policy,
         "allocateOnce": info.allocate_once,
         "expires": format_time(expiry) if expiry is not None else None,
+        "nominatedNodeName": nomination.node if nomination else str(status.get("nominatedNodeName") or ""),
+        "victims": [dict(v) for v in nomination.victims] if nomination else [],
+        "message": next(
+            (str(c.get("message") or "") for c in conditions if c.get("type") == n.CONDITION_SCHEDULED), ""
+        ),
     }
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +167,41 @@ def bind_call(srv: LiveServer, pod_obj: dict[str, Any], node_name: str) -> dict[
 def annotation_json(value: str) -> Any:
     """Decode a JSON annotation value."""
     return json.loads(value)
+
+
+#: Collections of the fake API server: pods as listed and watched, and where the Eviction API finds them.
+PODS = "/api/v1/pods"
+NS_PODS = "/api/v1/namespaces/default/pods"
+RESERVATIONS = "/apis/scheduling.koordinator.sh/v1alpha1/reservations"
+
+
+@contextmanager
+def serve_on_fake_apiserver(
+    tmp_path: Path, kinds: tuple[str, ...], seeds: list[tuple[str, dict[str, Any]]]
+) -> Iterator[tuple[LiveServer, Any]]:
+    """The service with the Kubernetes source on a fake API server seeded with ``seeds`` ((collection path,
+    object); pods go to both :data:`PODS` and :data:`NS_PODS`), listing and watching ``kinds``. Yields the
+    server and the ``FakeAPIServer``."""
+    from app.sources.kubernetes import KubernetesSource
+    from tests.client.fake_apiserver import FakeAPIServer
+
+    fake = FakeAPIServer()
+    try:
+        for coll, obj in seeds:
+            fake.seed(coll, obj)
+            if coll == PODS:
+                fake.seed(NS_PODS, obj)
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
+            "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+            "current-context": "fake",
+        }
+        (tmp_path / "kubeconfig").write_text(json.dumps(config))
+        source = KubernetesSource(kinds, kubeconfig=str(tmp_path / "kubeconfig"), backoff_initial=0.1)
+        with LiveServer(source) as srv:
+            yield srv, fake
+    finally:
+        fake.close()
