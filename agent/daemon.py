@@ -359,6 +359,14 @@ class Agent:
                 self.cache.append(gpu_pod_core_key(uid, minor), now, sm, retention=retention)
                 self.cache.append(gpu_pod_memory_key(uid, minor), now, mem, retention=retention)
 
+    def known_pod(self, uid: str) -> PodMeta | None:
+        """The pod with this uid in the current states (the runtime hooks' view), None when not (yet) known."""
+        return self._pod_views()[0].get(uid)
+
+    def group_identity_supported(self, ctx: QoSContext) -> bool:
+        """Whether the kernel offers ``cpu.bvt_warp_ns`` (checked once)."""
+        return self.isolation.group_identity_supported(ctx)
+
     def _pod_views(self) -> tuple[dict[str, PodMeta], list[PodMeta]]:
         """``(pods by uid, active pods)`` of :attr:`pods`, computed again only when the list is replaced."""
         if self._derived[0] is not self.pods:

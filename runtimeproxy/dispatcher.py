@@ -18,8 +18,9 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry, Counter
 
+from app.api.runtime.config import FailurePolicy, HookStage, RuntimeHookType, RuntimeRequestPath
 from app.api.runtime.v1alpha1 import api_pb2 as hookapi
-from runtimeproxy.config import FailurePolicy, HookConfigManager, HookStage, RuntimeHookType, RuntimeRequestPath
+from runtimeproxy.config import HookConfigManager
 from runtimeproxy.options import MAX_MESSAGE_BYTES
 
 log = logging.getLogger("runtimeproxy.dispatcher")

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import Enum
 
+from app.api.runtime.config import RuntimeRequestPath
 from app.api.runtime.v1alpha1 import api_pb2 as hookapi
-from runtimeproxy.config import RuntimeRequestPath
 from runtimeproxy.cri.v1 import api_pb2 as cri
 from runtimeproxy.store import Store
 

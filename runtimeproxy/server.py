@@ -31,8 +31,9 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
+from app.api.runtime.config import FailurePolicy, HookStage, RuntimeRequestPath
 from app.api.runtime.v1alpha1 import api_pb2 as hookapi
-from runtimeproxy.config import FailurePolicy, HookConfigManager, HookStage, RuntimeRequestPath
+from runtimeproxy.config import HookConfigManager
 from runtimeproxy.cri.v1 import api_pb2 as cri
 from runtimeproxy.dispatcher import HookDispatcher
 from runtimeproxy.options import MAX_MESSAGE_BYTES, Options

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from runtimeproxy.config import FailurePolicy, RuntimeHookType, hook_config_json
+from app.api.runtime.config import FailurePolicy, RuntimeHookType, hook_config_json
 from runtimeproxy.cri.v1 import api_pb2 as cri
 from runtimeproxy.options import Options
 from runtimeproxy.server import RuntimeProxyServer
