@@ -238,7 +238,9 @@ class Agent:
         self.last_tick = 0.0
         self.last_suppress: SuppressResult | None = None
         self._states_at = -1e18
-        self._report_at = time.time()
+        # the first NodeMetric goes out on the first tick that has node usage (upstream's wait.Until syncs at once),
+        # not a report interval after the start or a restart
+        self._report_at = -1e18
         self._memory_evict_at = -1e18
         self._cpu_evict_at = -1e18
         self._pod_labels: set[tuple[str, str, str]] = set()
