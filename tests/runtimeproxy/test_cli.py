@@ -21,3 +21,25 @@ def test_bad_flags_exit_2(args: list[str], message: str) -> None:
     result = CliRunner().invoke(cli, ["runtime-proxy", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_agent_refuses_an_unknown_hook_failure_policy(tmp_path: object) -> None:
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    (base / "cluster").mkdir()
+    result = CliRunner().invoke(
+        cli,
+        [
+            "agent",
+            "--node-name=n1",
+            f"--cluster={base / 'cluster'}",
+            f"--cgroup-root={base}",
+            "--port=0",
+            "--no-gpu",
+            f"--runtime-hooks-addr={base / 'k.sock'}",
+            "--runtime-hooks-failure-policy=Maybe",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "--runtime-hooks-failure-policy 'Maybe'" in result.output
