@@ -10,7 +10,9 @@ that cannot be created.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Annotated
@@ -30,6 +32,24 @@ from runtimeproxy.options import (
     DEFAULT_RUNTIME_PROXY_ENDPOINT,
     Options,
 )
+
+#: Set in the environment once ``koord runtime-proxy`` re-executed into ``python -m runtimeproxy`` (never twice).
+LEAN_ENV = "KOORD_RUNTIME_PROXY_LEAN"
+
+
+def reexec_lean() -> None:
+    """When started as ``koord runtime-proxy ...``, replace this process (same pid, what systemd watches) by
+    ``python -P -m runtimeproxy`` with the same arguments, as ``koord agent`` does; nothing when already lean, when
+    not started by the ``koord`` script (tests invoke the command in-process) or when the exec fails."""
+    if os.environ.get(LEAN_ENV) or Path(sys.argv[0]).name != "koord" or sys.argv[1:2] != ["runtime-proxy"]:
+        return
+    os.environ[LEAN_ENV] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, "-P", "-m", "runtimeproxy", *sys.argv[2:]])
+    except OSError:
+        return
 
 
 def runtime_proxy(
@@ -67,6 +87,7 @@ def runtime_proxy(
 ) -> None:
     """Serve the CRI between kubelet and containerd, calling the runtime hook servers (koord agent) at pod and
     container creation."""
+    reexec_lean()
     configure_logging(log_level, log_format, verbosity)
 
     def fail(message: str) -> None:

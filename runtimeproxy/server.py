@@ -14,8 +14,8 @@ sandbox / container remembered, and the post-hook called. A hook server that is 
 request unchanged (logged, counted), unless its registration says ``failure-policy: Fail``.
 
 At start the store is filled from the backend's ListPodSandbox / ListContainers (``failOver``); a backend that
-does not answer yet is logged and the proxy serves anyway (calls fail with the backend's UNAVAILABLE until it is
-up; kubelet retries).
+does not answer yet is logged and asked again every 2 s in the background, and the proxy serves meanwhile (calls
+fail with the backend's UNAVAILABLE until it is up; kubelet retries).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -258,13 +259,18 @@ class CRIProxy(grpc.GenericRpcHandler):
 
 
 def backend_channel(endpoint: str) -> grpc.Channel:
-    """An insecure channel to a unix socket path (or a ``unix:`` target) with kubelet's 16 MiB message limit."""
+    """An insecure channel to a unix socket path (or a ``unix:`` target) with kubelet's 16 MiB message limit and a
+    reconnect backoff of at most 1 s: after containerd restarts, calls must reach it again at once, not after
+    gRPC's default backoff of up to 120 s (each call meanwhile fails UNAVAILABLE without trying)."""
     target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
     return grpc.insecure_channel(
         target,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
         ],
     )
 
@@ -287,10 +293,19 @@ class RuntimeProxyServer:
         )
         self.proxy = CRIProxy(self.backend, self.dispatcher, options)
         self.server: grpc.Server | None = None
+        self._stopping = threading.Event()
 
-    def start(self, fail_over_timeout: float = 5.0) -> None:
-        """Fill the store from the backend, remove a stale socket, listen (mode 0660 dir 0755 as upstream)."""
-        self.proxy.fail_over(fail_over_timeout)
+    def start(self, fail_over_timeout: float = 5.0, retry_every: float = 2.0) -> None:
+        """Fill the store from the backend (retried every ``retry_every`` seconds in the background while the
+        backend does not answer), remove a stale socket, listen (the socket's dir 0755 as upstream)."""
+        if not self.proxy.fail_over(fail_over_timeout):
+
+            def retry() -> None:
+                while not self._stopping.wait(retry_every):
+                    if self.proxy.fail_over(fail_over_timeout):
+                        return
+
+            threading.Thread(target=retry, name="failover", daemon=True).start()
         sock = Path(self.options.runtime_proxy_endpoint)
         sock.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
         with contextlib.suppress(FileNotFoundError):
@@ -317,6 +332,7 @@ class RuntimeProxyServer:
 
     def stop(self, grace: float | None = 1.0) -> None:
         """Stop serving (running calls get ``grace`` seconds) and close the channels."""
+        self._stopping.set()
         if self.server is not None:
             self.server.stop(grace).wait()
             self.server = None

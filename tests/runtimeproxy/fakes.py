@@ -6,13 +6,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from agent.cgroups import CgroupLayout
+from agent.metriccache import MetricCache
+from agent.qos.context import QoSContext
+from agent.qos.cpuset import CPUSetRule
+from agent.states.pods import PodMeta
 from app.api.runtime.v1alpha1 import api_pb2 as hookapi
 from app.api.runtime.v1alpha1 import api_pb2_grpc as hookgrpc
+from app.api.slo import NodeSLOSpec
 from runtimeproxy.cri.v1 import api_pb2 as cri
 
 RS = "/runtime.v1.RuntimeService/"
@@ -128,3 +135,33 @@ class FakeHookServer(hookgrpc.RuntimeHookServiceServicer):
 def hook_registrar(servicer: FakeHookServer) -> Callable[[grpc.Server], None]:
     """``register(server)`` for :func:`serve`."""
     return lambda server: hookgrpc.add_RuntimeHookServiceServicer_to_server(servicer, server)
+
+
+@dataclass
+class AgentEnv:
+    """The running agent as the hooks see it: fake cgroup root, shared pool cpus 2-3 on NUMA node 0."""
+
+    layout: CgroupLayout
+    rule: CPUSetRule = field(default_factory=lambda: CPUSetRule("none", ((0, frozenset({2, 3})),)))
+
+    def context(self, now: float) -> QoSContext:
+        return QoSContext(
+            now=now,
+            interval=1.0,
+            layout=self.layout,
+            slo=NodeSLOSpec(),
+            pods=[],
+            cache=MetricCache(1.0, 60.0),
+            processors=[],
+            capacity_cpu=4000,
+            capacity_memory=8 << 30,
+        )
+
+    def cpuset_rule(self) -> CPUSetRule | None:
+        return self.rule
+
+    def known_pod(self, uid: str) -> PodMeta | None:
+        return None
+
+    def group_identity_supported(self, ctx: QoSContext) -> bool:
+        return False

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -15,48 +15,13 @@ import pytest
 
 from agent.cgroups import CgroupLayout
 from agent.executor import CgroupExecutor
-from agent.metriccache import MetricCache
-from agent.qos.context import QoSContext
-from agent.qos.cpuset import CPUSetRule
 from agent.runtimehooks.server import CONFIG_FILE, HookServerOptions, RuntimeHookServer
-from agent.states.pods import PodMeta
-from app.api.slo import NodeSLOSpec
 from runtimeproxy.cri.v1 import api_pb2 as cri
 from runtimeproxy.options import Options
 from runtimeproxy.server import RuntimeProxyServer
-from tests.runtimeproxy.fakes import RS, FakeCRI, serve
+from tests.runtimeproxy.fakes import RS, AgentEnv, FakeCRI, serve
 
 UUID = "GPU-ad7723cc-c000-c2e0-1213-74918b7d7a51"
-
-
-@dataclass
-class Env:
-    """The running agent as the hooks see it: fake cgroup root, shared pool cpus 2-3 on NUMA node 0."""
-
-    layout: CgroupLayout
-    rule: CPUSetRule = field(default_factory=lambda: CPUSetRule("none", ((0, frozenset({2, 3})),)))
-
-    def context(self, now: float) -> QoSContext:
-        return QoSContext(
-            now=now,
-            interval=1.0,
-            layout=self.layout,
-            slo=NodeSLOSpec(),
-            pods=[],
-            cache=MetricCache(1.0, 60.0),
-            processors=[],
-            capacity_cpu=4000,
-            capacity_memory=8 << 30,
-        )
-
-    def cpuset_rule(self) -> CPUSetRule | None:
-        return self.rule
-
-    def known_pod(self, uid: str) -> PodMeta | None:
-        return None
-
-    def group_identity_supported(self, ctx: QoSContext) -> bool:
-        return False
 
 
 @dataclass
@@ -92,7 +57,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     cri_server = serve(backend, tmp_path / "cri.sock")
     hooks_dir = tmp_path / "hooks"
     hook = RuntimeHookServer(
-        Env(layout),
+        AgentEnv(layout),
         CgroupExecutor(layout),
         HookServerOptions(addr=str(tmp_path / "k.sock"), host_endpoint=str(tmp_path / "k.sock"), config_path=hooks_dir),
     )

@@ -207,3 +207,28 @@ def test_no_registration_means_no_hook_and_identical_bytes(rig: Rig) -> None:
     rig.call(RS + "RunPodSandbox", raw)
     assert rig.backend.calls[-1][1] == raw
     assert rig.proxy.proxy.store.sizes() == (1, 0)
+
+
+def test_a_proxy_started_before_containerd_learns_its_pods_later(tmp_path: Path) -> None:
+    opts = Options(
+        runtime_proxy_endpoint=str(tmp_path / "proxy.sock"),
+        remote_runtime_service_endpoint=str(tmp_path / "cri.sock"),
+        runtime_hooks_config_path=tmp_path / "hooks",
+        workers=4,
+    )
+    proxy = RuntimeProxyServer(opts)
+    proxy.start(fail_over_timeout=0.2, retry_every=0.05)  # containerd is not there yet
+    backend = FakeCRI()
+    backend.answers[RS + "ListPodSandbox"] = cri.ListPodSandboxResponse(
+        items=[cri.PodSandbox(id="sb-7", metadata=cri.PodSandboxMetadata(name="p", uid="u7", namespace="d"))]
+    ).SerializeToString()
+    server = serve(backend, tmp_path / "cri.sock")
+    try:
+        deadline = time.monotonic() + 1.5
+        while proxy.proxy.store.sizes() != (1, 0) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proxy.proxy.store.sizes() == (1, 0)
+        assert proxy.proxy.store.pod("sb-7").pod_meta.uid == "u7"  # type: ignore[union-attr]
+    finally:
+        proxy.stop(0)
+        server.stop(0)
