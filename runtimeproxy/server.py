@@ -185,7 +185,8 @@ class CRIProxy(grpc.GenericRpcHandler):
         try:
             operation: CallHookOperation | None = executor.parse_request(path, request)
         except ExecutorError as exc:
-            log.warning("%s: %s; no hook called", path, exc)
+            # routine: kubelet repeats StopContainer / StopPodSandbox, and the first one forgot the id
+            log.debug("%s: %s; no hook called", path, exc)
             operation = None
         forward = raw
         if operation == CallHookOperation.SHOULD_CALL:

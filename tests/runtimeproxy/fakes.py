@@ -143,13 +143,15 @@ class AgentEnv:
 
     layout: CgroupLayout
     rule: CPUSetRule = field(default_factory=lambda: CPUSetRule("none", ((0, frozenset({2, 3})),)))
+    slo: NodeSLOSpec = field(default_factory=NodeSLOSpec)
+    gi: bool = False  # the kernel has cpu.bvt_warp_ns
 
     def context(self, now: float) -> QoSContext:
         return QoSContext(
             now=now,
             interval=1.0,
             layout=self.layout,
-            slo=NodeSLOSpec(),
+            slo=self.slo,
             pods=[],
             cache=MetricCache(1.0, 60.0),
             processors=[],
@@ -164,4 +166,4 @@ class AgentEnv:
         return None
 
     def group_identity_supported(self, ctx: QoSContext) -> bool:
-        return False
+        return self.gi

@@ -173,3 +173,38 @@ def test_malformed_annotations_leave_the_request_alone(rig: Rig) -> None:
     res = sent.config.linux.resources
     assert (res.cpu_shares, res.cpu_quota) == (2, 50000)
     assert [e.key for e in sent.config.envs] == ["PATH"]
+
+
+def test_kubelet_update_keeps_the_lsr_cpuset(rig: Rig) -> None:
+    rig.run_and_create(
+        sandbox("u-lsr2", "LSR", "/kubepods/podu-lsr2", {"scheduling.koordinator.sh/resource-status": '{"cpuset":"1"}'})
+    )
+    update = cri.UpdateContainerResourcesRequest(
+        container_id="ctr-1", linux=cri.LinuxContainerResources(cpu_shares=1024, cpu_quota=200000, cpuset_cpus="0-3")
+    )
+    rig.channel.unary_unary(RS + "UpdateContainerResources")(update.SerializeToString(), timeout=5)
+    sent = cri.UpdateContainerResourcesRequest.FromString(rig.backend.calls[-1][1])
+    assert (sent.linux.cpuset_cpus, sent.linux.cpu_quota, sent.linux.cpu_shares) == ("1", -1, 1024)
+
+
+def test_group_identity_is_written_at_run_pod_sandbox_when_the_kernel_has_it(tmp_path: Path) -> None:
+    from agent.runtimehooks.hooks import pre_run_pod_sandbox
+    from agent.runtimehooks.protocol import hook_pod
+    from app.api.slo import CPUQOSCfg, ResourceQOS, ResourceQOSStrategy
+
+    root = tmp_path / "cg"
+    pod_dir = root / "cpu" / "kubepods" / "burstable" / "podu-ls"
+    pod_dir.mkdir(parents=True)
+    (pod_dir / "cpu.bvt_warp_ns").write_text("0\n")
+    env = AgentEnv(CgroupLayout.detect(root, "kubepods"))
+    env.gi = True
+    env.slo = env.slo.model_copy(
+        update={
+            "resource_qos_strategy": ResourceQOSStrategy(
+                ls_class=ResourceQOS(cpu_qos=CPUQOSCfg(enable=True, group_identity=2))
+            )
+        }
+    )
+    pod = hook_pod(env, "u-ls", "d", "ls", {"koordinator.sh/qosClass": "LS"}, {}, "/kubepods/burstable/podu-ls")
+    assert pre_run_pod_sandbox(env, CgroupExecutor(env.layout), pod, 0.0) == 1
+    assert (pod_dir / "cpu.bvt_warp_ns").read_text().strip() == "2"
