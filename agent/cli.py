@@ -246,6 +246,7 @@ def agent(
                 config_path=Path(runtime_hooks_config_path) if runtime_hooks_config_path else None,
                 failure_policy=FailurePolicy(runtime_hooks_failure_policy),
             ),
+            recorder=the_agent.metrics,
         )
         try:
             hook_server.start()

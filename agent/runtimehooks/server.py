@@ -20,7 +20,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
@@ -59,12 +59,25 @@ class HookServerOptions:
     failure_policy: FailurePolicy = FailurePolicy.IGNORE
 
 
-class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
-    """The service. Args: the running agent (``env``) and the executor for pod-level writes."""
+class HookRecorder(Protocol):
+    """Counts hook calls (:class:`agent.metrics.AgentMetrics` implements it)."""
 
-    def __init__(self, env: HookEnv, executor: CgroupExecutor) -> None:
+    def runtime_hook(self, hook: str, result: str) -> None:
+        """Count one call of ``hook`` (``PreCreateContainer``, ...) with ``result`` (``success`` / ``failed``)."""
+        ...
+
+
+class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
+    """The service. Args: the running agent (``env``), the executor for pod-level writes, what counts calls."""
+
+    def __init__(self, env: HookEnv, executor: CgroupExecutor, recorder: HookRecorder | None = None) -> None:
         self.env = env
         self.executor = executor
+        self.recorder = recorder
+
+    def _count(self, hook: str, ok: bool) -> None:
+        if self.recorder is not None:
+            self.recorder.runtime_hook(hook, "success" if ok else "failed")
 
     def _pod_of_sandbox(self, req: hookapi.PodSandboxHookRequest) -> Any:
         m = req.pod_meta
@@ -107,6 +120,9 @@ class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
             log.debug("PreRunPodSandbox %s: %d pod cgroup files written", pod.key, n)
         except Exception:  # a hook must never fail the pod start
             log.exception("PreRunPodSandbox %s/%s: hooks failed", request.pod_meta.namespace, request.pod_meta.name)
+            self._count("PreRunPodSandbox", False)
+        else:
+            self._count("PreRunPodSandbox", True)
         return resp
 
     def _container(self, stage: str, request: Any, with_env: bool) -> Any:
@@ -122,6 +138,9 @@ class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
                 log.info("%s %s/%s: %s", stage, pod.key, request.container_meta.name, ", ".join(done))
         except Exception:
             log.exception("%s %s/%s: hooks failed", stage, request.pod_meta.name, request.container_meta.name)
+            self._count(stage, False)
+        else:
+            self._count(stage, True)
         return resp
 
     def PreCreateContainerHook(self, request: Any, context: Any) -> Any:
@@ -156,13 +175,20 @@ class RuntimeHookServer:
         env: the running agent.
         executor: writes pod-level cgroup values (the agent's own executor class, a separate instance).
         options: the flags.
+        recorder: counts calls (``koordlet_runtime_hooks_total``).
 
     Raises (``start``): OSError when the socket cannot be created or the registration not written.
     """
 
-    def __init__(self, env: HookEnv, executor: CgroupExecutor, options: HookServerOptions) -> None:
+    def __init__(
+        self,
+        env: HookEnv,
+        executor: CgroupExecutor,
+        options: HookServerOptions,
+        recorder: HookRecorder | None = None,
+    ) -> None:
         self.options = options
-        self.servicer = RuntimeHookServicer(env, executor)
+        self.servicer = RuntimeHookServicer(env, executor, recorder)
         self.server: grpc.Server | None = None
 
     def start(self) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from agent.cgroups import CgroupLayout
 from agent.executor import CgroupExecutor
+from agent.metrics import AgentMetrics
 from agent.runtimehooks.server import CONFIG_FILE, HookServerOptions, RuntimeHookServer
 from runtimeproxy.cri.v1 import api_pb2 as cri
 from runtimeproxy.options import Options
@@ -29,6 +30,7 @@ class Rig:
     backend: FakeCRI
     channel: grpc.Channel
     root: Path
+    metrics: AgentMetrics
 
     def run_and_create(self, sandbox: cri.PodSandboxConfig) -> cri.CreateContainerRequest:
         self.channel.unary_unary(RS + "RunPodSandbox")(
@@ -56,10 +58,12 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     backend = FakeCRI()
     cri_server = serve(backend, tmp_path / "cri.sock")
     hooks_dir = tmp_path / "hooks"
+    metrics = AgentMetrics()
     hook = RuntimeHookServer(
         AgentEnv(layout),
         CgroupExecutor(layout),
         HookServerOptions(addr=str(tmp_path / "k.sock"), host_endpoint=str(tmp_path / "k.sock"), config_path=hooks_dir),
+        recorder=metrics,
     )
     hook.start()
     proxy = RuntimeProxyServer(
@@ -74,7 +78,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     proxy.start(fail_over_timeout=2)
     channel = grpc.insecure_channel(f"unix://{tmp_path / 'p.sock'}")
     try:
-        yield Rig(backend, channel, root)
+        yield Rig(backend, channel, root, metrics)
     finally:
         channel.close()
         proxy.stop(0)
@@ -112,6 +116,9 @@ def test_gpu_share_pod_gets_its_gpu_uuid(rig: Rig) -> None:
     )
     envs = {e.key: e.value for e in sent.config.envs}
     assert envs == {"PATH": b"/bin", "NVIDIA_VISIBLE_DEVICES": UUID.encode()}
+    counted = rig.metrics.registry.get_sample_value
+    assert counted("koordlet_runtime_hooks_total", {"hook": "PreCreateContainer", "result": "success"}) == 1
+    assert counted("koordlet_runtime_hooks_total", {"hook": "PreRunPodSandbox", "result": "success"}) == 1
     assert sent.config.linux.resources.cpuset_cpus == "2-3"  # LS: the shared pool
 
 
