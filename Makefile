@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-.PHONY: install run test lint bench docs
+.PHONY: install run test lint bench docs protos
 install: $(STAMP)
 
 run: $(STAMP)
@@ -37,3 +37,7 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+# The generated modules of the vendored .proto files (hack/genproto.py; tests/test_genproto.py checks them).
+protos: $(STAMP)
+	$(BIN)/python hack/genproto.py

@@ -117,6 +117,23 @@ def agent(
     device_interval: Annotated[
         float, typer.Option(help="Write the Device object at least this often, seconds (and whenever it changes).")
     ] = 60.0,
+    runtime_hooks_addr: Annotated[
+        str,
+        typer.Option(
+            help="Serve the RuntimeHookService for koord runtime-proxy on this unix socket "
+            "(koordlet: /host-var-run-koordlet/koordlet.sock in its DaemonSet; empty: no hook server)."
+        ),
+    ] = "",
+    runtime_hooks_host_endpoint: Annotated[
+        str, typer.Option(help="The hook server socket's path on the host, written into the registration.")
+    ] = "/var/run/koordlet/koordlet.sock",
+    runtime_hooks_config_path: Annotated[
+        str,
+        typer.Option(help="Where koord runtime-proxy reads hook server registrations (koordlet.json); empty: none."),
+    ] = "/etc/runtime/hookserver.d",
+    runtime_hooks_failure_policy: Annotated[
+        str, typer.Option(help="Failure policy in the registration: Ignore (a failed hook never fails a pod) or Fail.")
+    ] = "Ignore",
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
     reexec_lean()
@@ -223,6 +240,31 @@ def agent(
         topology_writer=topology_writer,
         kubelet_config=kubelet,
     )
+    hook_server = None
+    if runtime_hooks_addr:
+        from agent.executor import CgroupExecutor
+        from agent.runtimehooks.server import HookServerOptions, RuntimeHookServer
+        from app.api.runtime.config import FailurePolicy
+
+        if runtime_hooks_failure_policy not in (FailurePolicy.FAIL, FailurePolicy.IGNORE):
+            fail(f"--runtime-hooks-failure-policy {runtime_hooks_failure_policy!r}: expected Ignore or Fail")
+        hook_executor = CgroupExecutor(layout, dry_run=dry_run, recorder=the_agent.metrics)
+        hook_executor.set_bounds(the_agent.node_bounds())
+        hook_server = RuntimeHookServer(
+            the_agent,
+            hook_executor,
+            HookServerOptions(
+                addr=runtime_hooks_addr,
+                host_endpoint=runtime_hooks_host_endpoint,
+                config_path=Path(runtime_hooks_config_path) if runtime_hooks_config_path else None,
+                failure_policy=FailurePolicy(runtime_hooks_failure_policy),
+            ),
+            recorder=the_agent.metrics,
+        )
+        try:
+            hook_server.start()
+        except OSError as exc:
+            fail(f"--runtime-hooks-addr {runtime_hooks_addr}: {exc}")
     if port:
         try:
             serve(host, port, the_agent.metrics.registry, the_agent.healthy)
@@ -234,6 +276,8 @@ def agent(
     try:
         the_agent.run(stop)
     finally:
+        if hook_server is not None:
+            hook_server.stop()
         if nvml is not None:
             try:
                 nvml.shutdown()

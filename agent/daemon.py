@@ -262,7 +262,9 @@ class Agent:
         self.last_tick = 0.0
         self.last_suppress: SuppressResult | None = None
         self._states_at = -1e18
-        self._report_at = time.time()
+        # the first NodeMetric goes out on the first tick that has node usage (upstream's wait.Until syncs at once),
+        # not a report interval after the start or a restart
+        self._report_at = -1e18
         self._memory_evict_at = -1e18
         self._cpu_evict_at = -1e18
         self._pod_labels: set[tuple[str, str, str]] = set()
@@ -382,6 +384,14 @@ class Agent:
             for minor, (sm, mem) in per.items():
                 self.cache.append(gpu_pod_core_key(uid, minor), now, sm, retention=retention)
                 self.cache.append(gpu_pod_memory_key(uid, minor), now, mem, retention=retention)
+
+    def known_pod(self, uid: str) -> PodMeta | None:
+        """The pod with this uid in the current states (the runtime hooks' view), None when not (yet) known."""
+        return self._pod_views()[0].get(uid)
+
+    def group_identity_supported(self, ctx: QoSContext) -> bool:
+        """Whether the kernel offers ``cpu.bvt_warp_ns`` (checked once)."""
+        return self.isolation.group_identity_supported(ctx)
 
     def _pod_views(self) -> tuple[dict[str, PodMeta], list[PodMeta]]:
         """``(pods by uid, active pods)`` of :attr:`pods`, computed again only when the list is replaced."""

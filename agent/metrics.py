@@ -67,7 +67,18 @@ class AgentMetrics:
             ["result"],
             registry=r,
         )
+        self.runtime_hooks = Counter(
+            "koordlet_runtime_hooks",
+            "RuntimeHookService calls from koord runtime-proxy by hook and result (success, failed: the request "
+            "was answered with its own values).",
+            ["hook", "result"],
+            registry=r,
+        )
         self._write_counters: dict[tuple[str, str], Any] = {}
+
+    def runtime_hook(self, hook: str, result: str) -> None:
+        """Count one runtime hook call (the hook server's HookRecorder)."""
+        self.runtime_hooks.labels(hook=hook, result=result).inc()
 
     def cgroup_write(self, resource: str, result: str) -> None:
         """Count one executor outcome (the executor's WriteRecorder)."""

@@ -307,7 +307,7 @@ def build_topology_status(
         pools.append(pool)
     pools.sort(key=lambda p: (p["socket"], p["node"]))
     annotations = {
-        ANNOTATION_CPU_BASIC_INFO: dumps_annotation({"hyperThreadEnabled": True} if machine.hyper_threading else {}),
+        ANNOTATION_CPU_BASIC_INFO: dumps_annotation(machine.basic_info()),
         ANNOTATION_NODE_CPU_TOPOLOGY: dumps_annotation({"detail": detail}),
         ANNOTATION_NODE_CPU_SHARED_POOLS: dumps_annotation(pools),
         ANNOTATION_KUBELET_CPU_MANAGER_POLICY: dumps_annotation(policy),

@@ -27,7 +27,13 @@ def test_daemonset_is_privileged_with_host_pid_and_cgroup_and_proc_mounts() -> N
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     assert "/sys/fs/cgroup" in mounts and mounts["/host/proc"]["readOnly"] is True
     paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
-    assert paths == {"cgroup": "/sys/fs/cgroup", "proc": "/proc"}
+    assert paths == {
+        "cgroup": "/sys/fs/cgroup",
+        "proc": "/proc",
+        "kubelet-root": "/var/lib/kubelet",
+        "runtime-hooks-socket": "/var/run/koordlet",
+        "runtime-hooks-config": "/etc/runtime/hookserver.d",
+    }
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 9316}
 
 
@@ -58,3 +64,24 @@ def test_rbac_grants_exactly_what_the_agent_uses() -> None:
     binding = _one("ClusterRoleBinding")
     assert binding["roleRef"]["name"] == "koord-agent"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "koord-agent", "namespace": "koordinator-system"}]
+
+
+def test_daemonset_serves_runtime_hooks_and_reads_the_kubelet() -> None:
+    """The hook server's socket sits where koord runtime-proxy finds it (the host endpoint in the registration
+    is the host side of the mount), the pod is the hook server (skip label), the kubelet's state is readable."""
+    tmpl = _one("DaemonSet")["spec"]["template"]
+    (c,) = tmpl["spec"]["containers"]
+    args = dict(a.split("=", 1) for a in c["args"][1:])
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    hosts = {v["name"]: v["hostPath"]["path"] for v in tmpl["spec"]["volumes"]}
+    addr = Path(args["--runtime-hooks-addr"])
+    assert str(addr.parent) == mounts["runtime-hooks-socket"]["mountPath"]
+    assert args["--runtime-hooks-host-endpoint"] == f"{hosts['runtime-hooks-socket']}/{addr.name}"
+    assert args["--runtime-hooks-config-path"] == mounts["runtime-hooks-config"]["mountPath"]
+    assert hosts["runtime-hooks-config"] == "/etc/runtime/hookserver.d"  # where the proxy reads registrations
+    assert tmpl["metadata"]["labels"]["runtimeproxy.koordinator.sh/skip-hookserver"] == "true"
+    assert mounts["kubelet-root"]["readOnly"] is True
+    assert args["--kubelet-root-dir"] == mounts["kubelet-root"]["mountPath"]
+    assert args["--kubelet-config"].startswith(args["--kubelet-root-dir"] + "/")
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and "utility" in env["NVIDIA_DRIVER_CAPABILITIES"]

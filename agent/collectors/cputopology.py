@@ -43,11 +43,32 @@ class MachineTopology:
         processors: online logical cpus sorted by id (machine-wide core and socket indexes, NUMA node id).
         numa_memory: NUMA node id -> ``MemTotal`` bytes (every node with cpus or memory).
         hyper_threading: SMT is active.
+        cpu_model: ``model name`` of /proc/cpuinfo (``unknown`` when absent, as upstream).
+        vendor_id: ``vendor_id`` of /proc/cpuinfo (empty when absent).
+        turbo_enabled: ``intel_pstate/no_turbo`` is 0 (False without the file).
+        cat_l3_cbm_mask: resctrl's ``info/L3/cbm_mask`` (empty without resctrl).
     """
 
     processors: tuple[ProcessorInfo, ...]
     numa_memory: dict[int, int]
     hyper_threading: bool
+    cpu_model: str = "unknown"
+    vendor_id: str = ""
+    turbo_enabled: bool = False
+    cat_l3_cbm_mask: str = ""
+
+    def basic_info(self) -> dict[str, object]:
+        """``node.koordinator.sh/cpu-basic-info`` (upstream ``extension.CPUBasicInfo``, empty fields omitted)."""
+        out: dict[str, object] = {"cpuModel": self.cpu_model}
+        if self.hyper_threading:
+            out["hyperThreadEnabled"] = True
+        if self.turbo_enabled:
+            out["turboEnabled"] = True
+        if self.cat_l3_cbm_mask:
+            out["catL3CbmMask"] = self.cat_l3_cbm_mask
+        if self.vendor_id:
+            out["vendorID"] = self.vendor_id
+        return out
 
     @property
     def numa_nodes(self) -> list[int]:
@@ -169,4 +190,40 @@ def read_machine_topology(sys_root: Path = Path("/sys"), proc_root: Path = Path(
     )
     smt = cpu_root / "smt" / "active"
     hyper_threading = _read(smt) == "1" if smt.exists() else len(processors) > len(core_index)
-    return MachineTopology(processors, numa_memory, hyper_threading)
+    model, vendor = read_cpuinfo_ids(proc_root)
+    no_turbo = cpu_root / "intel_pstate" / "no_turbo"
+    try:
+        turbo = _read(no_turbo) == "0" if no_turbo.exists() else False
+    except (OSError, TopologyReadError):
+        turbo = False
+    cbm = sys_root / "fs" / "resctrl" / "info" / "L3" / "cbm_mask"
+    try:
+        mask = cbm.read_text().strip() if cbm.exists() else ""
+    except OSError:
+        mask = ""
+    return MachineTopology(processors, numa_memory, hyper_threading, model, vendor, turbo, mask)
+
+
+def read_cpuinfo_ids(proc_root: Path = Path("/proc")) -> tuple[str, str]:
+    """``(model name, vendor_id)`` from the first processor of ``/proc/cpuinfo`` (upstream ``getCPUModel``,
+    ``GetVendorIDByCPUInfo``); ``("unknown", "")`` when the file or the lines are missing (arm64 has
+    ``Model Name`` / ``CPU implementer``: the model is read from either spelling)."""
+    model, vendor = "unknown", ""
+    try:
+        with (proc_root / "cpuinfo").open(errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if not sep:
+                    if model != "unknown" or vendor:
+                        break  # end of the first processor
+                    continue
+                key = key.strip()
+                if key in ("model name", "Model Name") and model == "unknown":
+                    model = value.strip() or "unknown"
+                elif key == "vendor_id" and not vendor:
+                    vendor = value.strip()
+                if model != "unknown" and vendor:
+                    break
+    except OSError:
+        pass
+    return model, vendor

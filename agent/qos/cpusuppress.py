@@ -18,7 +18,14 @@ floored at ``capacity * cpuSuppressMinPercent / 100`` when set (all milli-cores)
   limited to ``capacity_cores * 100000 * 0.1`` per round once a quota is set.
 - ``cpuset``: ``cpus = max(ceil(suppress / 1000), 2)``, growing by at most ``ceil(#cpus * 0.1)`` per round,
   picked HT-pairs first (:mod:`agent.qos.cpuset_picker`), written to the besteffort dir and every BE
-  pod / container dir: the union of old and new top-down first, then the new set bottom-up.
+  pod / container dir: the union of old and new top-down first, then the new set bottom-up. As upstream there
+  is no fall-back: on a node of 2 cpus the floor is every cpu, so BE is not squeezed by cpuset at all; the log
+  line says so (``the floor of 2 cpus = every cpu of this 2-cpu node``) and ``cfsQuota`` is the policy that
+  goes lower there.
+
+Logged: the start, a policy switch and the stop at INFO with the figures of that round; then the current
+figures (target, LS usage, the cpuset or quota really applied) at INFO at most once a minute when they changed,
+and every round at DEBUG.
 
 Switching policy (or disabling) restores the other mechanism: quota -1, full BE cpuset.
 """
@@ -40,6 +47,8 @@ log = logging.getLogger("agent.qos.cpusuppress")
 
 BYPASS_QUOTA_DELTA_RATIO = 0.01
 BE_MIN_CPUSET_CORES = 2
+#: Seconds between INFO lines with the current figures while suppression only adjusts.
+STATUS_LOG_SECONDS = 60.0
 BE_MIN_QUOTA = 2000
 BE_MAX_INCREASE_CPU_PERCENT = 0.1
 REASON = "AdjustBEByNodeCPUUsage"
@@ -117,15 +126,29 @@ class CPUSuppress:
         #: The policy suppressing BE now (``cfsQuota`` / ``cpuset``), or None: each round's step is logged at
         #: DEBUG (routine writes), a change of regime once at INFO.
         self.regime: str | None = None
+        #: (when, figures) of the last INFO line while suppressing: the current figures are logged again at most
+        #: every STATUS_LOG_SECONDS when they changed, so the log never keeps only those of the regime change
+        self._status: tuple[float, str] = (-1e18, "")
 
-    def _enter(self, regime: str | None, detail: str) -> None:
-        """Log at INFO when BE suppression starts, changes policy or stops; nothing while it only adjusts."""
+    def _enter(self, regime: str | None, detail: str, now: float = 0.0) -> None:
+        """Log at INFO when BE suppression starts, changes policy or stops (with the current figures); while it
+        only adjusts, the current figures at INFO at most every ``STATUS_LOG_SECONDS`` when they changed, and
+        each round at DEBUG."""
         if regime != self.regime:
             if regime is None:
                 log.info("suppressBECPU: BE pods no longer suppressed (%s)", detail)
             else:
                 log.info("suppressBECPU: suppressing BE pods by %s (%s)", regime, detail)
             self.regime = regime
+            self._status = (now, detail)
+            return
+        if regime is None:
+            return
+        log.debug("suppressBECPU: %s: %s", regime, detail)
+        last_at, last = self._status
+        if detail != last and now - last_at >= STATUS_LOG_SECONDS:
+            log.info("suppressBECPU: still suppressing BE pods by %s (%s)", regime, detail)
+            self._status = (now, detail)
 
     def be_dirs(self, ctx: QoSContext) -> list[str]:
         """The besteffort dir, then its pod dirs, then their container dirs (depth <= 2), in the cpuset controller."""
@@ -184,7 +207,12 @@ class CPUSuppress:
                 return []
             quota = cfs_quota_target(suppress, current, ctx.capacity_cpu)
             writes = [] if quota is None else [CgroupWrite("cpu.cfs_quota_us", be_dir, str(quota), REASON, True)]
-            self._enter(POLICY_CFS_QUOTA, f"{suppress} milli-cores for BE, LS pods using {ls_used:.2f} cores")
+            applied = quota if quota is not None else current
+            self._enter(
+                POLICY_CFS_QUOTA,
+                f"{suppress} milli-cores for BE, LS pods using {ls_used:.2f} cores; besteffort cfs quota {applied} us",
+                ctx.now,
+            )
             self.statuses[POLICY_CFS_QUOTA] = "using"
             writes += self.recover_cpuset(ctx)
             return SuppressResult(
@@ -196,10 +224,28 @@ class CPUSuppress:
             log.warning("suppressBECPU: cannot read the besteffort cpuset: %s", exc)
             return []
         cpus = self.cpuset_target(ctx, suppress, old)
-        self._enter(POLICY_CPUSET, f"{suppress} milli-cores for BE, LS pods using {ls_used:.2f} cores")
+        self._enter(POLICY_CPUSET, self.cpuset_detail(ctx, suppress, ls_used, cpus), ctx.now)
         self.statuses[POLICY_CPUSET] = "using"
         writes = self.cpuset_writes(ctx, cpus, old) if cpus else []
         return SuppressResult(suppress, ls_used, POLICY_CPUSET, None, cpus, writes + self.recover_quota(ctx))
+
+    @staticmethod
+    def cpuset_detail(ctx: QoSContext, suppress_milli: int, ls_used: float, cpus: list[int]) -> str:
+        """What the cpuset policy really applies: the target, the cpus, and the floor when it decides (at least
+        ``BE_MIN_CPUSET_CORES`` cpus, as upstream; on a node of that many cpus BE keeps every cpu and is not
+        squeezed at all: only ``cpuSuppressPolicy: cfsQuota`` goes lower)."""
+        text = (
+            f"{suppress_milli} milli-cores for BE, LS pods using {ls_used:.2f} cores; "
+            f"besteffort cpuset {format_cpuset(cpus) or '(unchanged)'} ({len(cpus)} cpus)"
+        )
+        if math.ceil(suppress_milli / 1000) < BE_MIN_CPUSET_CORES:
+            text += f", the floor of {BE_MIN_CPUSET_CORES} cpus"
+            if len(ctx.processors) <= BE_MIN_CPUSET_CORES:
+                text += (
+                    f" = every cpu of this {len(ctx.processors)}-cpu node: BE is not squeezed by cpuset here "
+                    "(cpuSuppressPolicy: cfsQuota goes below 2 cpus)"
+                )
+        return text
 
     def cpuset_target(self, ctx: QoSContext, suppress_milli: int, old: list[int]) -> list[int]:
         """The BE cpus for ``suppress_milli`` (``adjustByCPUSet``): LSE-bound cpus are excluded, LSR-bound

@@ -3,8 +3,9 @@
 - ``koord scheduler``: serve the extender, webhooks and inspection API on one port (9876); ``--role
   extender`` / ``--role webhooks`` split them into separate processes (the Kubernetes Deployments).
 - ``koord explain pod NAME -n NS`` / ``--pod FILE``: ask a running service why a pod can or cannot go where.
-- ``koord agent``, ``koord manager``, ``koord sim`` (and ``koord sim whatif``), ``koord snapshot``,
-  ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``, ``koord ui``: in their modules.
+- ``koord agent``, ``koord runtime-proxy``, ``koord manager``, ``koord sim`` (and ``koord sim whatif``),
+  ``koord snapshot``, ``koord certs``, ``koord quota``, ``koord gang``, ``koord reservation``, ``koord ui``: in
+  their modules.
 """
 
 from __future__ import annotations
@@ -425,10 +426,12 @@ def _register_subcommands() -> None:
     from app.cli.whatif import SimCommand
     from app.descheduler.cli import descheduler_app
     from app.manager.cli import manager
+    from runtimeproxy.cli import runtime_proxy
 
     cli.command(name="agent")(agent)
     cli.command(name="device-daemon")(device_daemon)
     cli.command(name="manager")(manager)
+    cli.command(name="runtime-proxy")(runtime_proxy)
     cli.command(name="sim", cls=SimCommand)(sim)  # koord sim whatif: app/cli/whatif.py
     cli.command(name="snapshot")(snapshot)
     cli.command(name="certs")(certs)

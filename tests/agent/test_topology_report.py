@@ -55,7 +55,7 @@ def test_one_socket_report_is_upstreams_shape(tmp_path: Path) -> None:
     status = build_topology_status(_machine(tmp_path, one_socket_eight_cores_ht), None, [], None)
     detail = [{"id": i, "core": i % 8, "socket": 0, "node": 0} for i in range(16)]
     assert status.annotations == {
-        "node.koordinator.sh/cpu-basic-info": '{"hyperThreadEnabled":true}',
+        "node.koordinator.sh/cpu-basic-info": '{"cpuModel":"unknown","hyperThreadEnabled":true}',
         "node.koordinator.sh/cpu-topology": json.dumps({"detail": detail}, separators=(",", ":")),
         "node.koordinator.sh/cpu-shared-pools": '[{"socket":0,"node":0,"cpuset":"0-15"}]',
         "kubelet.koordinator.sh/cpu-manager-policy": "{}",
@@ -123,7 +123,7 @@ def test_four_numa_nodes_and_a_reservation_by_cpu_count(tmp_path: Path) -> None:
         {"socket": 1, "node": 2, "cpuset": "8-11"},
         {"socket": 1, "node": 3, "cpuset": "12-15"},
     ]
-    assert status.annotations["node.koordinator.sh/cpu-basic-info"] == "{}"
+    assert status.annotations["node.koordinator.sh/cpu-basic-info"] == '{"cpuModel":"unknown"}'
     assert [z["resources"][3]["capacity"] for z in status.zones] == ["16Gi", "16Gi", "16Gi", "8Gi"]
 
 
@@ -427,3 +427,21 @@ def test_system_qos_cpus_are_published_and_leave_the_shared_pool_when_exclusive(
     shared = status_for('{"cpuset":"0-1","cpusetExclusive":false}')
     assert shared["node.koordinator.sh/cpu-shared-pools"] == '[{"socket":0,"node":0,"cpuset":"0-15"}]'
     assert status_for('{"cpuset":"1-0"}')["node.koordinator.sh/system-qos-resource"] == "{}"
+
+
+def test_cpu_basic_info_names_the_cpu_as_upstream(tmp_path: Path) -> None:
+    """Not ``{}`` on a real host: model and vendor from /proc/cpuinfo, turbo from intel_pstate, as CPUBasicInfo."""
+    (tmp_path / "cpuinfo").write_text(
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8369B CPU @ 2.70GHz\n\n"
+        "processor\t: 1\nvendor_id\t: OtherVendor\nmodel name\t: Other\n"
+    )
+    sys_root = one_socket_eight_cores_ht(tmp_path / "sys")
+    (sys_root / "devices/system/cpu/intel_pstate").mkdir(parents=True)
+    (sys_root / "devices/system/cpu/intel_pstate/no_turbo").write_text("0\n")
+    status = build_topology_status(read_machine_topology(sys_root, tmp_path), None, [], None)
+    assert json.loads(status.annotations["node.koordinator.sh/cpu-basic-info"]) == {
+        "cpuModel": "Intel(R) Xeon(R) Platinum 8369B CPU @ 2.70GHz",
+        "hyperThreadEnabled": True,
+        "turboEnabled": True,
+        "vendorID": "GenuineIntel",
+    }

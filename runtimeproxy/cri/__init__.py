@@ -1,0 +1,1 @@
+"""The CRI as koord runtime-proxy decodes it (vendored from kubernetes/cri-api)."""
