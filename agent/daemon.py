@@ -29,6 +29,8 @@ from agent.executor import CgroupExecutor
 from agent.kubeletconfig import KubeletConfig
 from agent.metriccache import MetricCache
 from agent.metrics import AgentMetrics
+from agent.prediction.loop import PredictionLoop
+from agent.prediction.server import PredictionConfig
 from agent.qos.context import (
     BE_CPU_REAL_LIMIT,
     BE_CPU_REQUEST,
@@ -109,6 +111,8 @@ class AgentConfig:
             so a Device edited or deleted by someone else is repaired.
         rdma: look for RDMA NICs under ``<sys_root>/class/infiniband``.
         kubelet_root: the kubelet's root dir, where its static CPU manager keeps ``cpu_manager_state``.
+        prediction: the Prediction settings (:mod:`agent.prediction`); None leaves it off (no
+            ``prodReclaimableMetric``, so the manager lends no mid resources).
     """
 
     node_name: str
@@ -125,6 +129,7 @@ class AgentConfig:
     device_interval: float = 60.0
     rdma: bool = True
     kubelet_root: Path = Path("/var/lib/kubelet")
+    prediction: PredictionConfig | None = None
 
 
 def node_capacity(
@@ -256,6 +261,7 @@ class Agent:
         self.topology: TopologyStatus | None = None  # the last status published (or found unchanged)
         self._topology_generation = -1
         self._topology_next = -1e18
+        self.prediction = PredictionLoop(config.prediction) if config.prediction is not None else None
 
     def node_bounds(self) -> NodeBounds:
         """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
@@ -566,7 +572,10 @@ class Agent:
         if self.writer is None or (not force and now - self._report_at < self.report_interval):
             return False
         gpus = self.gpu.gpus if self.gpu is not None else None
-        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps, gpus)
+        reclaimable = None
+        if self.prediction is not None:
+            reclaimable = self.prediction.prod_reclaimable(self.pods, (self.capacity[0], self.capacity[1]), now)
+        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps, gpus, reclaimable)
         if status is None:
             return False
         self._report_at = now
@@ -634,6 +643,8 @@ class Agent:
         # before enforcement: the cpuset strategy takes the shared pools from the topology just published
         self.report_topology(now)
         self.collect(now)
+        if self.prediction is not None:
+            self.prediction.tick(self.cache, self.pods, now)
         self.enforce(now)
         self.report(now)
         self.last_tick = time.time()

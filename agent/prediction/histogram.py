@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 #: ``MaxCheckpointWeight``: the heaviest bucket of a checkpoint.
 MAX_CHECKPOINT_WEIGHT = 10000
 #: ``maxDecayExponent``: half-lives past the reference time before it is moved.
@@ -140,7 +138,7 @@ class DecayingHistogram:
         self.buckets = buckets
         self.half_life = float(half_life)
         n = buckets.num_buckets
-        self.weights = np.zeros(n, dtype=np.float64)
+        self.weights = [0.0] * n  # a list, not numpy: the agent does not import numpy
         self.total = 0.0
         self.min_bucket = n - 1
         self.max_bucket = 0
@@ -167,14 +165,14 @@ class DecayingHistogram:
 
     def _scale(self, factor: float) -> None:
         lo, hi = self.min_bucket, self.max_bucket
-        if lo <= hi:
-            self.weights[lo : hi + 1] *= factor
+        for bucket in range(lo, hi + 1):
+            self.weights[bucket] *= factor
         self.total *= factor
         self._update_min_max()
 
     def is_empty(self) -> bool:
         """True when the first non-empty bucket weighs less than epsilon (nothing of weight left)."""
-        return bool(self.weights[self.min_bucket] < self.buckets.epsilon)
+        return self.weights[self.min_bucket] < self.buckets.epsilon
 
     def percentile(self, p: float) -> float:
         """The ``p`` (0..1) percentile: the end of the bucket where the cumulative weight reaches ``p * total``
@@ -185,7 +183,7 @@ class DecayingHistogram:
         partial = 0.0
         bucket = self.min_bucket
         while bucket < self.max_bucket:
-            partial += float(self.weights[bucket])
+            partial += self.weights[bucket]
             if partial >= threshold:
                 break
             bucket += 1
@@ -222,11 +220,11 @@ class DecayingHistogram:
         """``SaveToCheckpoint``: ``{"totalWeight", "bucketWeights", "referenceTimestamp"}`` (JSON-ready)."""
         out: dict[str, Any] = {"totalWeight": self.total, "bucketWeights": {}}
         lo, hi = self.min_bucket, self.max_bucket
-        peak = float(self.weights[lo : hi + 1].max()) if lo <= hi else 0.0
+        peak = max(self.weights[lo : hi + 1], default=0.0)
         if peak > 0:
             ratio = MAX_CHECKPOINT_WEIGHT / peak
             for bucket in range(lo, hi + 1):
-                weight = _round_half_up(float(self.weights[bucket]) * ratio)
+                weight = _round_half_up(self.weights[bucket] * ratio)
                 if weight > 0:
                     out["bucketWeights"][str(bucket)] = weight
         out["referenceTimestamp"] = format_timestamp(self.reference)
