@@ -19,12 +19,14 @@ Figures, each as a percentage of the prod memory requested, over the hourly chec
     ``mid_pct``: kubernetes.io/mid-memory (prod reclaimable by prediction, capped by the node's unused memory);
     ``unused_now_pct``: request minus the usage of that minute: what a current-usage figure frees from prod;
     ``batch_pct``: kubernetes.io/batch-memory by upstream's default batch formula (reclaim 65 %, policy usage).
+    ``mid_pods_fit``: Mid pods of ``--mid-pod-gib`` (4 GiB) that fit the nodes' mid-memory (average of the hourly
+    checkpoints): how many more pods the Mid tier places on nodes prod has fully allocated (prod alone: 0);
     ``mid_shortfall_minutes``: node-minutes in which usage rose above request - mid-memory (Mid pods using
     all they were lent would have met prod's peak); ``unused_shortfall_minutes`` likewise for ``unused_now``.
 
 Run from the repository root::
 
-    .venv/bin/python bench/midtrace.py [--trace PATH] [--hours 23] [--nodes 0] [--pods-per-node 8]
+    .venv/bin/python bench/midtrace.py [--trace PATH] [--hours 23] [--nodes 0] [--pods-per-node 8] [--cold]
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def replay(
     request: int,
     warmup_hours: float,
     assume_warm: bool,
+    mid_pod: int = 4 * GI,
 ) -> dict[str, Any]:
     """Replay the trace minute by minute; the figures of the module docstring."""
     pod_names = sorted(series, key=lambda p: (min(series[p]), p))
@@ -121,7 +124,7 @@ def replay(
         minute = start + m
         now = minute * 60.0
         hourly = m > 0 and m % 60 == 0 and m >= warmup_hours * 60
-        sums = {"request": 0.0, "mid": 0.0, "unused_now": 0.0, "batch": 0.0}
+        sums = {"request": 0.0, "mid": 0.0, "unused_now": 0.0, "batch": 0.0, "fit": 0.0}
         for i, pods in enumerate(groups):
             usage = {p: series[p][minute] * request for p in pods if minute in series[p]}
             if not usage:
@@ -161,9 +164,11 @@ def replay(
                 sums["mid"] += mid
                 sums["unused_now"] += cap - total_used
                 sums["batch"] += batch
+                sums["fit"] += mid // mid_pod
         if hourly and sums["request"]:
             for key in ("mid", "unused_now", "batch"):
                 totals[key].append(100.0 * sums[key] / sums["request"])
+            totals["fit"].append(sums["fit"])
         # a current-usage figure lends what is unused now; it falls short when usage rises next minute
         for pods in groups:
             nxt = [series[p][minute + 1] for p in pods if minute + 1 in series[p] and minute in series[p]]
@@ -184,6 +189,7 @@ def replay(
         "unused_now_pct": avg(totals["unused_now"]),
         "batch_pct": avg(totals["batch"]),
         "mid_pct_last": round(totals["mid"][-1], 2) if totals["mid"] else None,
+        "mid_pods_fit": avg(totals["fit"]),
         "mid_shortfall_minutes": shortfall["mid"],
         "unused_shortfall_minutes": shortfall["unused_now"],
         "node_minutes": node_minutes,
@@ -199,6 +205,7 @@ def main() -> None:
     parser.add_argument("--pods-per-node", type=int, default=8)
     parser.add_argument("--request-gib", type=int, default=16)
     parser.add_argument("--warmup-hours", type=float, default=6.0)
+    parser.add_argument("--mid-pod-gib", type=int, default=4, help="memory of one Mid pod, for mid_pods_fit")
     parser.add_argument("--cold", action="store_true", help="pods created at the trace's start (24 h cold start)")
     args = parser.parse_args()
     if not args.trace.is_file():
@@ -214,6 +221,7 @@ def main() -> None:
         request=args.request_gib * GI,
         warmup_hours=args.warmup_hours,
         assume_warm=not args.cold,
+        mid_pod=args.mid_pod_gib * GI,
     )
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 

@@ -28,7 +28,7 @@ def test_bench_replays_the_trace_head() -> None:
     result = orjson.loads(proc.stdout)
     assert result["nodes"] == 2 and result["pods"] == 16 and result["hourly_points"] == 1
     assert 0 < result["mid_pct"] <= result["unused_now_pct"] <= 100
-    assert result["batch_pct"] >= 0 and result["node_minutes"] > 0
+    assert result["batch_pct"] >= 0 and result["node_minutes"] > 0 and result["mid_pods_fit"] >= 0
 
 
 def test_bench_says_when_the_trace_is_missing(tmp_path: Path) -> None:
