@@ -27,7 +27,12 @@ def test_daemonset_is_privileged_with_host_pid_and_cgroup_and_proc_mounts() -> N
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     assert "/sys/fs/cgroup" in mounts and mounts["/host/proc"]["readOnly"] is True
     paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
-    assert paths == {"cgroup": "/sys/fs/cgroup", "proc": "/proc"}
+    assert paths == {
+        "cgroup": "/sys/fs/cgroup",
+        "proc": "/proc",
+        "prediction-checkpoints": "/var/run/koordlet/prediction-checkpoints",
+    }
+    assert mounts["/prediction-checkpoints"]["name"] == "prediction-checkpoints"  # the agent's default directory
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 9316}
 
 

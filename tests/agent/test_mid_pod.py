@@ -15,6 +15,7 @@ import yaml
 from agent.cgroups import CgroupLayout
 from agent.daemon import Agent, AgentConfig
 from agent.evictor import RecordingEvictor
+from agent.prediction.server import PredictionConfig
 from agent.states.providers import FileStates
 from app.api.koordext import MID_CPU, MID_MEMORY
 from app.sources.files import FileSource
@@ -106,13 +107,23 @@ def test_mid_pod_is_admitted_scheduled_on_mid_cpu_and_bounded_on_a_real_cgroup(
     agent_cluster.mkdir()
     (agent_cluster / "objects.yaml").write_text(yaml.safe_dump_all([node("node-big", "4200", "8Gi"), pod]))
     agent = Agent(
-        AgentConfig(node_name="node-big", interval=0.5, states_interval=0, report_interval=1.0, features=set()),
+        AgentConfig(
+            node_name="node-big",
+            interval=0.5,
+            states_interval=0,
+            report_interval=1.0,
+            features=set(),
+            prediction=PredictionConfig(checkpoint_dir=tmp_path / "ckpt"),
+        ),
         CgroupLayout.detect(cgtree.root, cgtree.kubepods),
         FileStates("node-big", agent_cluster),
         None,
         RecordingEvictor("node-big", tmp_path / "events.jsonl", False),
     )
     agent.tick()
+    # the agent's tick also ran the first prediction round (the Mid pod is not prod: only its class model counts it)
+    assert agent.prediction is not None and agent.prediction.server.synced
+    assert "__node-koord-mid__" in agent.prediction.server.models  # (the node's own needs a second cpu reading)
     for rel in (pod_dir, f"{pod_dir}/{cid}"):
         # mid-cpu request 2000 -> shares 2000 * 1024 / 1000; limit 3000 -> quota 300000 us; mid-memory limit
         assert cgtree.read("cpu", rel, "cpu.shares") == "2048"
