@@ -643,7 +643,10 @@ class Agent:
         # before enforcement: the cpuset strategy takes the shared pools from the topology just published
         self.report_topology(now)
         self.collect(now)
-        if self.prediction is not None:
+        # only once the states have synced: the first round restores checkpoints and removes those of unknown
+        # pods, so an empty pod list from an unreachable API server must not get there (upstream waits for its
+        # informer's HasSynced)
+        if self.prediction is not None and self.generation > 0:
             self.prediction.tick(self.cache, self.pods, now)
         self.enforce(now)
         self.report(now)

@@ -3,7 +3,8 @@
 Follows upstream ``predict_server.go`` ``Run`` and ``metricServer`` (``prediction.go``) and the NodeMetric
 reporter's use of the ``ProdReclaimablePredictor`` (``states_nodemetric.go``):
 
-- at the first round the models of the known pods, the node and its items are restored from the checkpoint
+- the agent calls it only once its states have synced (upstream's ``WaitForCacheSync``): at the first round the
+  models of the known pods, the node and its items are restored from the checkpoint
   directory, every other checkpoint is removed;
 - every ``training_interval`` (60 s) each active pod with samples gives the p90 of its cpu (cores) and memory
   (bytes) over the last interval, the node likewise (:meth:`PredictionLoop.tick`);
