@@ -65,8 +65,12 @@ class PredictionLoop:
         """Train when the interval passed, and do the upkeep when due; True when a training round ran."""
         pods = list(pods)
         if not self.restored:
-            restored, removed = self.server.restore(p.uid for p in pods)
             self.restored = True
+            try:
+                restored, removed = self.server.restore(p.uid for p in pods)
+            except OSError as exc:  # an unreadable directory: start without history rather than not at all
+                log.error("prediction: checkpoints not restored from %s: %s", self.server.config.checkpoint_dir, exc)
+                restored, removed = [], []
             if restored or removed:
                 log.info("prediction: %d models restored, %d stale checkpoints removed", len(restored), len(removed))
         trained = False

@@ -99,3 +99,14 @@ def test_no_metric_without_prediction(tmp_path: Path) -> None:
     cache.append(NODE_MEMORY, T0, GI)
     status = build_status(cache, [], T0, CollectPolicy())
     assert status is not None and "prodReclaimableMetric" not in status
+
+
+def test_an_unusable_checkpoint_directory_is_logged_not_fatal(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    loop = PredictionLoop(PredictionConfig(checkpoint_dir=blocker / "ckpt"))
+    cache = MetricCache(1.0, 400.0)
+    cache.append(NODE_CPU, T0, 1.0)
+    cache.append(NODE_MEMORY, T0, GI)
+    assert loop.tick(cache, [], T0)  # trained, although the checkpoint could not be written
+    assert loop.server.synced and "saving the prediction checkpoint" in caplog.text
