@@ -134,6 +134,19 @@ def agent(
     runtime_hooks_failure_policy: Annotated[
         str, typer.Option(help="Failure policy in the registration: Ignore (a failed hook never fails a pod) or Fail.")
     ] = "Ignore",
+    prediction: Annotated[
+        bool, typer.Option(help="Predict prod pods' peaks and report prodReclaimableMetric (the Mid tier's input).")
+    ] = True,
+    prediction_checkpoint_filepath: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory of the prediction checkpoints (default /prediction-checkpoints; embedded mode: "
+            "NODEMETRIC_DIR/prediction-checkpoints)."
+        ),
+    ] = None,
+    prediction_safety_margin_percent: Annotated[
+        int, typer.Option(min=0, help="Redundancy kept above the predicted peak, percent.")
+    ] = 10,
 ) -> None:
     """Run the node agent: usage from /proc and cgroups, NodeMetric reports, BE isolation, suppression and evictions."""
     reexec_lean()
@@ -214,6 +227,19 @@ def agent(
         device_writer = APIDeviceWriter(client)
         topology_writer = APITopologyWriter(client)
         evictor = APIEvictor(node_name, client, dry_run)
+    prediction_config = None
+    if prediction:
+        from agent.prediction.server import PredictionConfig
+
+        ckpt_dir = prediction_checkpoint_filepath
+        if ckpt_dir is None and cluster is None:
+            ckpt_dir = Path("/prediction-checkpoints")
+        elif ckpt_dir is None and nodemetric_dir is not None:
+            ckpt_dir = nodemetric_dir / "prediction-checkpoints"
+        if ckpt_dir is not None:
+            prediction_config = PredictionConfig(
+                checkpoint_dir=ckpt_dir, safety_margin_percent=prediction_safety_margin_percent
+            )
     config = AgentConfig(
         node_name=node_name,
         interval=interval,
@@ -228,6 +254,7 @@ def agent(
         resctrl_root=resctrl_root,
         net_interface=net_interface,
         net_netns=net_netns,
+        prediction=prediction_config,
     )
     the_agent = Agent(
         config,

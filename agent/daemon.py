@@ -30,6 +30,8 @@ from agent.hostfiles import HostRoots
 from agent.kubeletconfig import KubeletConfig
 from agent.metriccache import MetricCache
 from agent.metrics import AgentMetrics
+from agent.prediction.loop import PredictionLoop
+from agent.prediction.server import PredictionConfig
 from agent.qos.blkio import BlkioPlanner
 from agent.qos.context import (
     BE_CPU_REAL_LIMIT,
@@ -120,6 +122,8 @@ class AgentConfig:
         resctrl_root: the resctrl mount (LLC and memory bandwidth per class).
         net_interface: the interface pods' traffic leaves by, shaped per class (None: no network QoS).
         net_netns: a named network namespace holding ``net_interface`` (None: the agent's own).
+        prediction: the Prediction settings (:mod:`agent.prediction`); None leaves it off (no
+            ``prodReclaimableMetric``, so the manager lends no mid resources).
     """
 
     node_name: str
@@ -139,6 +143,7 @@ class AgentConfig:
     resctrl_root: Path = Path("/sys/fs/resctrl")
     net_interface: str | None = None
     net_netns: str | None = None
+    prediction: PredictionConfig | None = None
 
 
 def node_capacity(
@@ -282,6 +287,7 @@ class Agent:
         self.topology: TopologyStatus | None = None  # the last status published (or found unchanged)
         self._topology_generation = -1
         self._topology_next = -1e18
+        self.prediction = PredictionLoop(config.prediction) if config.prediction is not None else None
 
     def node_bounds(self) -> NodeBounds:
         """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
@@ -663,7 +669,10 @@ class Agent:
         if self.writer is None or (not force and now - self._report_at < self.report_interval):
             return False
         gpus = self.gpu.gpus if self.gpu is not None else None
-        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps, gpus)
+        reclaimable = None
+        if self.prediction is not None:
+            reclaimable = self.prediction.prod_reclaimable(self.pods, (self.capacity[0], self.capacity[1]), now)
+        status = build_status(self.cache, self.pods, now, self.policy, self.host_apps, gpus, reclaimable)
         if status is None:
             return False
         self._report_at = now
@@ -731,6 +740,11 @@ class Agent:
         # before enforcement: the cpuset strategy takes the shared pools from the topology just published
         self.report_topology(now)
         self.collect(now)
+        # only once the states have synced: the first round restores checkpoints and removes those of unknown
+        # pods, so an empty pod list from an unreachable API server must not get there (upstream waits for its
+        # informer's HasSynced)
+        if self.prediction is not None and self.generation > 0:
+            self.prediction.tick(self.cache, self.pods, now)
         self.enforce(now)
         self.report(now)
         self.last_tick = time.time()

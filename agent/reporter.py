@@ -231,8 +231,12 @@ def build_status(
     policy: CollectPolicy,
     host_apps: list[HostApp] | None = None,
     gpus: list[GPUInfo] | None = None,
+    prod_reclaimable: tuple[int, int] | None = None,
 ) -> dict[str, Any] | None:
     """The NodeMetric ``status`` at ``now``, or None before the first node sample (upstream skips that round).
+
+    ``prod_reclaimable`` (cpu milli-cores, memory bytes; :mod:`agent.prediction`) is reported as
+    ``prodReclaimableMetric.resource``; left out when None (prediction off, or not predictable yet).
 
     ``hostApplicationMetric`` lists each host application with samples in the window: its name, average
     usage, priority and QoS class (upstream ``states_nodemetric.go`` ``collectMetric``).
@@ -277,7 +281,7 @@ def build_status(
             if app.qos:
                 entry["qos"] = app.qos
             apps_metric.append(entry)
-    return {
+    status: dict[str, Any] = {
         "updateTime": format_time(now),
         "nodeMetric": {
             "nodeUsage": node_usage,
@@ -288,6 +292,12 @@ def build_status(
         "podsMetric": pods_metric,
         "hostApplicationMetric": apps_metric,
     }
+    if prod_reclaimable is not None:
+        cpu, memory = prod_reclaimable
+        status["prodReclaimableMetric"] = {
+            "resource": {"resources": format_resource_list({"cpu": int(cpu), "memory": int(memory)})}
+        }
+    return status
 
 
 def node_metric_object(node_name: str, spec: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,9 @@ def test_daemonset_is_privileged_with_host_pid_and_cgroup_and_proc_mounts() -> N
         "kubelet-root": "/var/lib/kubelet",
         "runtime-hooks-socket": "/var/run/koordlet",
         "runtime-hooks-config": "/etc/runtime/hookserver.d",
+        "prediction-checkpoints": "/var/run/koordlet/prediction-checkpoints",
     }
+    assert mounts["/prediction-checkpoints"]["name"] == "prediction-checkpoints"  # the agent's default directory
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 9316}
 
 

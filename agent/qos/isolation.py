@@ -6,6 +6,9 @@ Follows upstream:
   (``koordinator.sh/qosClass=BE``) ``cpu.shares = clamp(batch-cpu request * 1024 / 1000, 2, 262144)``,
   ``cpu.cfs_quota_us = batch-cpu limit * 100000 / 1000`` (no limit: -1; at least 1000) and
   ``memory.limit_in_bytes = batch-memory limit`` (no limit: -1), on the pod and each container.
+  Mid pods (priority class ``koord-mid``, with defaults) get the same three values from their
+  ``kubernetes.io/mid-cpu`` / ``mid-memory``: the webhook moved their cpu and memory there, so the kubelet
+  put them in the besteffort tree without limits, and only these writes bound them to what they were lent.
 - ``qosmanager/plugins/cgreconcile/cgroup_reconcile.go``: with the class's ``memoryQOS.enable``,
   ``memory.min = request * minLimitPercent / 100``, ``memory.low = request * lowLimitPercent / 100``
   (raised to min), ``memory.high = floor((request + (limit or node allocatable - request) *
@@ -32,7 +35,7 @@ from agent.executor import CgroupWrite
 from agent.qos.context import QoSContext
 from agent.states.nodeslo import class_qos
 from agent.states.pods import ContainerMeta, PodMeta
-from app.api.koordext import BATCH_CPU, BATCH_MEMORY, QoSClass
+from app.api.koordext import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, PriorityClass, QoSClass
 
 log = logging.getLogger("agent.qos.isolation")
 
@@ -54,33 +57,49 @@ def batch_cfs_quota(limit_milli: int | None) -> int:
     return max(limit_milli * CFS_PERIOD_US // 1000, MIN_CFS_QUOTA)
 
 
-def _batch_values(requests: dict[str, int], limits: dict[str, int], complete: bool) -> tuple[int, int, int]:
-    shares = batch_cpu_shares(requests.get(BATCH_CPU, 0))
-    quota = batch_cfs_quota(limits.get(BATCH_CPU) if complete else None)
-    memory = limits.get(BATCH_MEMORY, -1) if complete else -1
+def _batch_values(
+    requests: dict[str, int], limits: dict[str, int], complete: bool, names: tuple[str, str] = (BATCH_CPU, BATCH_MEMORY)
+) -> tuple[int, int, int]:
+    shares = batch_cpu_shares(requests.get(names[0], 0))
+    quota = batch_cfs_quota(limits.get(names[0]) if complete else None)
+    memory = limits.get(names[1], -1) if complete else -1
     return shares, quota, memory if memory > 0 else -1
 
 
+def tier_resources(pod: PodMeta) -> tuple[tuple[str, str], str] | None:
+    """The extended (cpu, memory) names whose values bound ``pod``'s cgroups, and the write reason:
+    batch-* for a BE pod, mid-* for a koord-mid pod, None for any other pod."""
+    if pod.priority_class == PriorityClass.MID:
+        return (MID_CPU, MID_MEMORY), "midresource"
+    if pod.qos_raw == QoSClass.BE:
+        return (BATCH_CPU, BATCH_MEMORY), "batchresource"
+    return None
+
+
 def batch_writes(ctx: QoSContext, pod: PodMeta) -> list[CgroupWrite]:
-    """cpu.shares / cfs quota / memory limit of a BE pod and its containers from its batch resources."""
-    if pod.qos_raw != QoSClass.BE or pod.cgroup_dir is None:
+    """cpu.shares / cfs quota / memory limit of a BE pod (from its batch resources) or a Mid pod (from its mid
+    resources), and of its containers; nothing for other pods."""
+    tier = tier_resources(pod)
+    if tier is None or pod.cgroup_dir is None:
         return []
-    cpu_complete = bool(pod.containers) and all(BATCH_CPU in c.limits for c in pod.containers)
-    mem_complete = bool(pod.containers) and all(BATCH_MEMORY in c.limits for c in pod.containers)
-    shares, quota, _ = _batch_values(pod.requests, pod.limits, cpu_complete)
-    _, _, memory = _batch_values(pod.requests, pod.limits, mem_complete)
-    reason = "batchresource"
+    names, reason = tier
+    cpu_complete = bool(pod.containers) and all(names[0] in c.limits for c in pod.containers)
+    mem_complete = bool(pod.containers) and all(names[1] in c.limits for c in pod.containers)
+    shares, quota, _ = _batch_values(pod.requests, pod.limits, cpu_complete, names)
+    _, _, memory = _batch_values(pod.requests, pod.limits, mem_complete, names)
     writes = [
         CgroupWrite("cpu.shares", pod.cgroup_dir, str(shares), reason),
         CgroupWrite("cpu.cfs_quota_us", pod.cgroup_dir, str(quota), reason),
         CgroupWrite("memory.limit_in_bytes", pod.cgroup_dir, str(memory), reason),
     ]
     for c in pod.containers:
-        writes += _container_batch(ctx, pod, c)
+        writes += _container_batch(ctx, pod, c, names, reason)
     return writes
 
 
-def _container_batch(ctx: QoSContext, pod: PodMeta, c: ContainerMeta) -> list[CgroupWrite]:
+def _container_batch(
+    ctx: QoSContext, pod: PodMeta, c: ContainerMeta, names: tuple[str, str], reason: str
+) -> list[CgroupWrite]:
     if not c.container_id or pod.cgroup_dir is None:
         return []
     try:
@@ -88,13 +107,13 @@ def _container_batch(ctx: QoSContext, pod: PodMeta, c: ContainerMeta) -> list[Cg
     except CgroupPathError as exc:
         log.warning("pod %s container %s: %s; not touched", pod.key, c.name, exc)
         return []
-    shares = batch_cpu_shares(c.requests.get(BATCH_CPU, 0))
-    quota = batch_cfs_quota(c.limits.get(BATCH_CPU))
-    memory = c.limits.get(BATCH_MEMORY, -1)
+    shares = batch_cpu_shares(c.requests.get(names[0], 0))
+    quota = batch_cfs_quota(c.limits.get(names[0]))
+    memory = c.limits.get(names[1], -1)
     return [
-        CgroupWrite("cpu.shares", cdir, str(shares), "batchresource"),
-        CgroupWrite("cpu.cfs_quota_us", cdir, str(quota), "batchresource"),
-        CgroupWrite("memory.limit_in_bytes", cdir, str(memory if memory > 0 else -1), "batchresource"),
+        CgroupWrite("cpu.shares", cdir, str(shares), reason),
+        CgroupWrite("cpu.cfs_quota_us", cdir, str(quota), reason),
+        CgroupWrite("memory.limit_in_bytes", cdir, str(memory if memory > 0 else -1), reason),
     ]
 
 

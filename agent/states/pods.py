@@ -20,6 +20,7 @@ from app.api.koordext import (
 )
 from app.api.kubeqos import BURSTABLE, PodSpecError, kube_qos_class
 from app.api.quantity import QuantityError, parse_resource_list
+from app.api.timeparse import parse_time
 
 log = logging.getLogger("agent.states")
 
@@ -52,6 +53,8 @@ class PodMeta:
             ``kubernetes.io/batch-cpu`` milli-cores, ``kubernetes.io/batch-memory`` bytes.
         cgroup_dir: pod cgroup dir relative to the mount root, None when the uid is unusable.
         ips: the pod's addresses (``status.podIPs``, else ``status.podIP``), as given.
+        created: ``metadata.creationTimestamp`` as epoch seconds (None when absent or malformed).
+        deleting: ``metadata.deletionTimestamp`` is set.
     """
 
     uid: str
@@ -70,6 +73,8 @@ class PodMeta:
     limits: dict[str, int] = field(default_factory=dict)
     cgroup_dir: str | None = None
     ips: tuple[str, ...] = ()
+    created: float | None = None
+    deleting: bool = False
 
     @property
     def key(self) -> str:
@@ -146,6 +151,12 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
     priority = spec.get("priority") if isinstance(spec.get("priority"), int) else None
     qos, pclass = koordinator_classes(labels, priority, kube_qos)
     uid = str(meta.get("uid") or "")
+    created: float | None = None
+    if meta.get("creationTimestamp"):
+        try:
+            created = parse_time(str(meta["creationTimestamp"]))
+        except ValueError:
+            log.debug("pod %s/%s: bad creationTimestamp", meta.get("namespace"), meta.get("name"))
     cgroup_dir = None
     if layout is not None:
         try:
@@ -172,6 +183,8 @@ def pod_meta(pod: dict[str, Any], layout: CgroupLayout | None) -> PodMeta:
         requests=requests,
         limits=limits,
         cgroup_dir=cgroup_dir,
+        created=created,
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

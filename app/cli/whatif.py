@@ -6,7 +6,9 @@
 
 Configurations: ``--config A.yaml --config B.yaml`` (as many as wanted, in that order); one ``--config B``
 compares the snapshot's own configuration (or the defaults when it holds none) with B; none compares the
-snapshot's own configuration with the defaults.
+snapshot's own configuration with the defaults. ``--mid-tier`` adds, for each configuration ``X``, a run
+``X+mid`` on a copy whose nodes carry the Mid resources the manager would write from their NodeMetrics
+(:mod:`app.cli.midtier`): how many more pods fit with the Mid tier on.
 """
 
 from __future__ import annotations
@@ -71,6 +73,14 @@ def whatif(
             "another, with a progress bar per pod).",
         ),
     ] = None,
+    mid_tier: Annotated[
+        bool,
+        typer.Option(
+            "--mid-tier",
+            help="Also run each configuration as NAME+mid, its nodes given the kubernetes.io/mid-cpu / mid-memory "
+            "the manager would write from their NodeMetrics' prodReclaimableMetric (colocation on).",
+        ),
+    ] = False,
 ) -> None:
     """What would these settings do to my cluster? Places the same pods on identical copies of a snapshot under
     each configuration, through the real extender verbs, and reports them side by side: pods placed and
@@ -140,7 +150,8 @@ def whatif(
         console=Console(stderr=True),
         disable=quiet,
     ) as progress:
-        tasks = {c.name: progress.add_task(c.name, total=None) for c in configurations}
+        mid_configurations = [Configuration(f"{c.name}+mid", c.config) for c in configurations] if mid_tier else []
+        tasks = {c.name: progress.add_task(c.name, total=None) for c in configurations + mid_configurations}
 
         def report(name: str, done: int, total: int) -> None:
             progress.update(tasks[name], completed=done, total=total)
@@ -148,6 +159,15 @@ def whatif(
         try:
             options = RunOptions(seed, percentage_of_nodes_to_score, tuple(scheduler_name or ()))
             result = run_whatif(cluster, configurations, created, options, report, n_jobs)
+            if mid_configurations:
+                from dataclasses import replace
+
+                from app.cli.midtier import write_mid_resources
+                from app.sim.whatifresult import WhatIfResult
+
+                with_mid = replace(options, prepare=write_mid_resources)
+                mid = run_whatif(cluster, mid_configurations, created, with_mid, report, n_jobs)
+                result = WhatIfResult(result.configurations + mid.configurations)
         except ConfigError as exc:
             _fail(f"invalid config: {exc}")
         except (ServiceError, WhatIfError) as exc:

@@ -62,12 +62,16 @@ class MetricInput:
         system_usage: ``nodeMetric.systemUsage`` cpu (milli) / memory (bytes).
         pods: ``podsMetric`` by ``namespace/name``: (metric priority class string, usage).
         host_apps: ``hostApplicationMetric``: (priority class string, usage).
+        node_usage: ``nodeMetric.nodeUsage`` cpu (milli) / memory (bytes); None when absent or incomplete.
+        prod_reclaimable: ``prodReclaimableMetric.resource`` (the agent's prediction); None when absent.
     """
 
     update_time: float | None
     system_usage: Vec = field(default_factory=dict)
     pods: Mapping[str, tuple[str, Vec]] = field(default_factory=dict)
     host_apps: tuple[tuple[str, Vec], ...] = ()
+    node_usage: Vec | None = None
+    prod_reclaimable: Vec | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -240,7 +240,7 @@ def node_strategy(cfg: ColocationConfig, labels: Mapping[str, str], annotations:
 
 @dataclass(frozen=True, slots=True)
 class ColocationStrategy:
-    """Typed view of a merged strategy (the fields the batch-resource controller reads).
+    """Typed view of a merged strategy (the fields the batch- and mid-resource controllers read).
 
     Percents are 0..100 (reclaim percents may exceed 100: the safety margin turns negative, as
     upstream); ``degrade_minutes`` minutes; ``update_seconds`` seconds; ``diff_threshold`` a ratio.
@@ -256,6 +256,12 @@ class ColocationStrategy:
     diff_threshold: float
     batch_cpu_percent: int | None
     batch_memory_percent: int | None
+    mid_cpu_percent: int = 100
+    mid_memory_percent: int = 100
+    mid_unallocated_percent: int = 0
+    mid_static_cpu_percent: int = 0
+    mid_static_memory_percent: int = 0
+    mid_reclaim_mode: str = ""
 
     @classmethod
     def of(cls, s: Mapping[str, Any]) -> ColocationStrategy:
@@ -272,4 +278,10 @@ class ColocationStrategy:
             diff_threshold=float(d["resourceDiffThreshold"]),
             batch_cpu_percent=d.get("batchCPUThresholdPercent"),
             batch_memory_percent=d.get("batchMemoryThresholdPercent"),
+            mid_cpu_percent=int(d["midCPUThresholdPercent"]),
+            mid_memory_percent=int(d["midMemoryThresholdPercent"]),
+            mid_unallocated_percent=int(d["midUnallocatedPercent"]),
+            mid_static_cpu_percent=int(d["midStaticCPUReservedPercent"]),
+            mid_static_memory_percent=int(d["midStaticMemoryReservedPercent"]),
+            mid_reclaim_mode=str(d.get("midReclaimMode") or ""),
         )

@@ -40,7 +40,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from app.api.koordext import BATCH_CPU, BATCH_MEMORY
+from app.api.koordext import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from app.api.quantity import QuantityError, format_resource, parse_resource_list
 from app.cache.listener import CacheListener
 from app.cache.nodestate import NodeState
@@ -58,6 +58,7 @@ from app.manager.colocation import (
 )
 from app.manager.deviceresource import DeviceResourceError, device_resources, node_patches
 from app.manager.inputs import metric_input, node_input, pod_inputs
+from app.manager.mid import MidResult, calculate_mid
 from app.manager.sloconfig import SLOConfig, node_slo_spec, parse_slo_config
 from app.sources.base import Source
 
@@ -251,40 +252,52 @@ class SLOControllers:
 
     def compute(self, node: NodeState) -> BatchResult:
         """Batch resources ``node`` should have now (reset when colocation is disabled for it)."""
+        return self.compute_all(node)[0]
+
+    def compute_all(self, node: NodeState) -> tuple[BatchResult, MidResult]:
+        """Batch and mid resources ``node`` should have now, from one read of its inputs (both reset when
+        colocation is disabled for it; :mod:`app.manager.mid` for the mid formula)."""
         strategy = self.strategy_for(node)
         if not self.colocation.strategy.get("enable") or not strategy.get("enable"):
-            return BatchResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE)
+            return (
+                BatchResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
+                MidResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
+            )
         metric = metric_input(self.cache.objects.get("NodeMetric", {}).get(node.name))
-        return calculate_batch(
-            ColocationStrategy.of(strategy),
-            node_input(node.obj, node.allocatable, node.annotations),
-            pod_inputs(self.cache, node.name),
-            metric,
-            self.clock(),
-        )
+        typed = ColocationStrategy.of(strategy)
+        node_in = node_input(node.obj, node.allocatable, node.annotations)
+        pods = pod_inputs(self.cache, node.name)
+        now = self.clock()
+        return calculate_batch(typed, node_in, pods, metric, now), calculate_mid(typed, node_in, pods, metric, now)
 
-    def status_patch(self, node: NodeState, result: BatchResult) -> dict[str, Any] | None:
-        """The node status merge patch to send, or None when no sync is needed."""
+    def status_patch(self, node: NodeState, result: BatchResult, mid: MidResult | None = None) -> dict[str, Any] | None:
+        """The node status merge patch to send (batch resources, and mid ones when ``mid`` is given), or None
+        when no sync is needed (upstream's ``NeedSync`` of the BatchResource and MidResource plugins)."""
         strategy = ColocationStrategy.of(self.strategy_for(node))
-        old = {r: node.allocatable.get(r) for r in (BATCH_CPU, BATCH_MEMORY)}
+        names = (BATCH_CPU, BATCH_MEMORY) + ((MID_CPU, MID_MEMORY) if mid is not None else ())
+        old = {r: node.allocatable.get(r) for r in names}
         new: dict[str, int | None] = (
             {BATCH_CPU: None, BATCH_MEMORY: None}
             if result.reset
             else {BATCH_CPU: result.cpu, BATCH_MEMORY: result.memory}
         )
+        if mid is not None:
+            new.update({MID_CPU: None, MID_MEMORY: None} if mid.reset else {MID_CPU: mid.cpu, MID_MEMORY: mid.memory})
         last = self.last_synced.get(node.name)
         expired = last is None or self.clock() - last > strategy.update_seconds
         changed = any(is_resource_diff(old[r], new[r], strategy.diff_threshold) for r in old)
         if not (expired or changed):
             return None
-        values: dict[str, str | None] = {
-            BATCH_CPU: None if new[BATCH_CPU] is None else str(new[BATCH_CPU]),
-            BATCH_MEMORY: None
-            if new[BATCH_MEMORY] is None
-            else format_resource(BATCH_MEMORY, int(new[BATCH_MEMORY] or 0)),
+        values: dict[str, str | None] = {  # the cpu ones are milli-core integers: "3000", not DecimalSI's "3k"
+            r: None
+            if new[r] is None
+            else str(new[r])
+            if r in (BATCH_CPU, MID_CPU)
+            else format_resource(r, int(new[r] or 0))
+            for r in names
         }
         capacity = ((node.obj.get("status") or {}).get("capacity")) or {}
-        if result.reset and all(old[r] is None and r not in capacity for r in old):
+        if all(new[r] is None for r in names) and all(old[r] is None and r not in capacity for r in old):
             self.last_synced[node.name] = self.clock()
             return None  # nothing to remove
         return {"status": {"allocatable": values, "capacity": values}}
@@ -297,12 +310,15 @@ class SLOControllers:
         """
         if not self.colocation_available:
             return False
-        result = self.compute(node)
-        patch = self.status_patch(node, result)
+        result, mid = self.compute_all(node)
+        patch = self.status_patch(node, result, mid)
         if patch is None:
             return False
-        reasons = dict.fromkeys(r for r in (result.cpu_message, result.memory_message) if r)  # a shared reason once
+        messages = (result.cpu_message, result.memory_message, mid.cpu_message, mid.memory_message)
+        reasons = dict.fromkeys(r for r in messages if r)  # a shared reason once
         what = "reset" if result.reset else f"batch-cpu={result.cpu} batch-memory={result.memory}"
+        if not (result.reset and mid.reset):
+            what += ", mid reset" if mid.reset else f", mid-cpu={mid.cpu} mid-memory={mid.memory}"
         log.debug("node %s batch resources: %s (%s)", node.name, what, "; ".join(reasons))
         await self.source.patch("Node", node.name, patch, subresource="status")
         self.round_writes[f"reset ({result.cpu_message})" if result.reset else "updated"] += 1

@@ -107,7 +107,8 @@ def pod_inputs(cache: ClusterCache, node: str) -> list[PodInput]:
 
 
 def metric_input(metric: dict[str, Any] | None) -> MetricInput | None:
-    """The formula's view of a NodeMetric; None when there is none. Malformed parts count as absent."""
+    """The formulas' view of a NodeMetric (batch and mid); None when there is none. Malformed parts count as
+    absent (a malformed ``prodReclaimableMetric`` counts as 0 reclaimable, as a missing one)."""
     if metric is None:
         return None
     status = metric.get("status") or {}
@@ -121,9 +122,18 @@ def metric_input(metric: dict[str, Any] | None) -> MetricInput | None:
         if isinstance(pm, dict):
             key = f"{pm.get('namespace') or ''}/{pm.get('name') or ''}"
             pods[key] = (str(pm.get("priority") or ""), _resources((pm.get("podUsage") or {}).get("resources")))
+    node_usage: dict[str, int] | None = _resources(
+        (((status.get("nodeMetric") or {}).get("nodeUsage")) or {}).get("resources")
+    )
+    if not node_usage or "cpu" not in node_usage or "memory" not in node_usage:
+        node_usage = None  # ``IsValidNodeUsage``: no complete node usage
+    prod_reclaimable = None
+    prm = status.get("prodReclaimableMetric")
+    if isinstance(prm, dict) and isinstance(prm.get("resource"), dict) and prm["resource"].get("resources"):
+        prod_reclaimable = _resources(prm["resource"]["resources"])
     apps = tuple(
         (str(a.get("priority") or ""), _resources((a.get("usage") or {}).get("resources")))
         for a in status.get("hostApplicationMetric") or []
         if isinstance(a, dict)
     )
-    return MetricInput(update_time, system, pods, apps)
+    return MetricInput(update_time, system, pods, apps, node_usage, prod_reclaimable)

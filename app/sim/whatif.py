@@ -23,10 +23,11 @@ computes the figures and draws the table and the plot).
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
@@ -80,11 +81,16 @@ class RunOptions:
         percentage: kube-scheduler's ``percentageOfNodesToScore`` (0: its adaptive default; 100: every node).
         scheduler_names: the snapshot's pending pods placed are those whose ``spec.schedulerName`` (absent:
             ``default-scheduler``) is one of these; empty: every pending pod.
+        prepare: a coroutine function run on the service's loop with its state once the cluster is loaded and
+            before any pod is placed, e.g. writing the nodes' mid resources (``koord sim whatif --mid-tier``,
+            which injects it from the CLI: app.sim does not import the manager). Module-level, so it pickles
+            to the worker processes.
     """
 
     seed: int = 42
     percentage: int = 0
     scheduler_names: tuple[str, ...] = ()
+    prepare: Callable[[Any], Coroutine[Any, Any, None]] | None = None
 
     def places(self, pod: dict[str, Any]) -> bool:
         """Whether a pending pod is one this run places (by its scheduler name)."""
@@ -323,6 +329,8 @@ def run_configuration(
     finally:
         gc.enable()
     try:
+        if options.prepare is not None:
+            service.call(functools.partial(options.prepare, service.state))
         loaded = time.perf_counter() - t0
         run = WhatIfRun(service, configuration.name, created, options, progress)
         result = service.call(run.run)
