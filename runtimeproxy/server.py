@@ -47,6 +47,9 @@ from runtimeproxy.resexecutor import (
 )
 from runtimeproxy.store import Store
 
+#: A deadline further away than this (ten years) is a call without one (see :meth:`CRIProxy._kw`).
+NO_DEADLINE_SECONDS = 10 * 365 * 24 * 3600.0
+
 log = logging.getLogger("runtimeproxy")
 
 RUNTIME_SERVICE = "/runtime.v1.RuntimeService/"
@@ -140,7 +143,11 @@ class CRIProxy(grpc.GenericRpcHandler):
 
     @staticmethod
     def _kw(ctx: grpc.ServicerContext) -> dict[str, Any]:
-        return {"timeout": ctx.time_remaining(), "metadata": _forward_metadata(ctx)}
+        # A call without a deadline (kubelet's ImageFsInfo, for one) reports ~2^63 s remaining; passed on as
+        # a timeout that overflows into an instant DEADLINE_EXCEEDED, so it is passed on as no deadline.
+        remaining = ctx.time_remaining()
+        timeout = None if remaining is None or remaining > NO_DEADLINE_SECONDS else remaining
+        return {"timeout": timeout, "metadata": _forward_metadata(ctx)}
 
     def _forward_unary(self, method: str, request: bytes, ctx: grpc.ServicerContext) -> bytes:
         stub = self._unary.get(method)

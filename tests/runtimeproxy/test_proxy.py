@@ -99,6 +99,14 @@ def test_other_calls_pass_through_byte_identical(rig: Rig) -> None:
     assert version_md.get("x-trace") == "t1"
 
 
+def test_a_call_without_a_deadline_passes_through(rig: Rig) -> None:
+    """kubelet sends ImageFsInfo (and streams) with no deadline: the backend answers, not an instant
+    DEADLINE_EXCEEDED (gRPC reports "no deadline" as ~2^63 s remaining, which overflowed as a timeout)."""
+    assert rig.channel.unary_unary(IS + "ImageFsInfo")(b"") == b"\x0a\x03abc"
+    events = list(rig.channel.unary_stream(RS + "GetContainerEvents")(b""))
+    assert len(events) == 3
+
+
 def test_streams_and_errors_pass_through(rig: Rig) -> None:
     events = list(rig.channel.unary_stream(RS + "GetContainerEvents")(b"", timeout=5))
     assert [cri.ContainerEventResponse.FromString(e).container_id for e in events] == ["c0", "c1", "c2"]
