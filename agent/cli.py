@@ -155,7 +155,7 @@ def agent(
 
     from agent.cgroups import CgroupLayout, CgroupPathError
     from agent.collectors.gpu import GPUCollector
-    from agent.collectors.nvml import NVML, NVMLError, RecordedNVML, load_nvml
+    from agent.collectors.nvml import NVML, NVMLError, open_nvml
     from agent.daemon import Agent, AgentConfig, parse_feature_gates
     from agent.evictor import APIEvictor, Evictor, RecordingEvictor
     from agent.kubeletconfig import KubeletConfig, KubeletConfigError, read_kubelet_config
@@ -184,15 +184,10 @@ def agent(
     if device_interval <= 0:
         fail("--device-interval must be > 0")
     nvml: NVML | None = None
-    if nvml_capture is not None:
-        try:
-            nvml = RecordedNVML.from_file(nvml_capture)
-        except (OSError, ValueError) as exc:
-            fail(f"--nvml-capture {nvml_capture}: {exc}")
-    elif gpu:
-        nvml, why = load_nvml()
-        if nvml is None:
-            logging.getLogger("agent").info("GPU discovery off: %s", why)
+    try:
+        nvml = open_nvml(nvml_capture, gpu, logging.getLogger("agent"))
+    except ValueError as exc:
+        fail(str(exc))
     gpus = GPUCollector(nvml, sys_root=sys_root, proc_root=proc_root) if nvml is not None else None
     kubelet: KubeletConfig | None = None
     if kubelet_config is not None:

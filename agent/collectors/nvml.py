@@ -355,3 +355,24 @@ def load_nvml() -> tuple[NVML | None, str]:
     except Exception as exc:  # pynvml.NVMLError (library not found, driver not loaded, ...)
         return None, f"NVML is not available ({exc}); no GPUs are reported"
     return PynvmlBackend(pynvml), ""
+
+
+def open_nvml(capture: Path | None, enabled: bool, log: logging.Logger) -> NVML | None:
+    """The NVML backend a command asked for: the recorded one of ``capture`` (``--nvml-capture``), else, when
+    ``enabled`` (``--gpu``), the driver's through :func:`load_nvml` (None, and why logged at INFO, when it does
+    not answer); None when neither.
+
+    Raises:
+        ValueError: the capture cannot be read or parsed (``--nvml-capture PATH: why``).
+    """
+    if capture is not None:
+        try:
+            return RecordedNVML.from_file(capture)
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--nvml-capture {capture}: {exc}") from exc
+    if not enabled:
+        return None
+    nvml, why = load_nvml()
+    if nvml is None:
+        log.info("GPU discovery off: %s", why)
+    return nvml

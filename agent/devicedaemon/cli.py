@@ -52,7 +52,7 @@ def device_daemon(
     verbosity: Annotated[int, typer.Option("-v", "--v", min=0, help="klog-style verbosity; 4 or more logs DEBUG.")] = 0,
 ) -> None:
     """Discover the node's devices (NVIDIA GPUs, RDMA NICs) and label the node with them."""
-    from agent.collectors.nvml import NVML, NVMLError, RecordedNVML, load_nvml
+    from agent.collectors.nvml import NVML, NVMLError, open_nvml
     from agent.devicedaemon.daemon import DaemonConfig, DeviceDaemon
     from agent.devicedaemon.registry import manager_map
     from agent.devicedaemon.writer import DeviceDaemonError, FeatureFileWriter, NodeLabelWriter, Writer
@@ -73,15 +73,10 @@ def device_daemon(
     if interval <= 0:
         fail(f"--sleep-interval must be > 0, got {sleep_interval!r}")
     nvml: NVML | None = None
-    if nvml_capture is not None:
-        try:
-            nvml = RecordedNVML.from_file(nvml_capture)
-        except (OSError, ValueError) as exc:
-            fail(f"--nvml-capture {nvml_capture}: {exc}")
-    elif gpu:
-        nvml, why = load_nvml()
-        if nvml is None:
-            log.info("GPU discovery off: %s", why)
+    try:
+        nvml = open_nvml(nvml_capture, gpu, log)
+    except ValueError as exc:
+        fail(str(exc))
     writer: Writer
     if prints_output_file is not None:
         if prints_output_file.is_dir():
