@@ -47,6 +47,7 @@ from app.plugins.loadaware.headroom import UNLIMITED, largest_fitting_estimate
 from app.plugins.loadaware.metricview import parse_metric
 from app.plugins.loadaware.nodeload import AssignInfo, NodeLoad
 from app.plugins.loadaware.profile import FilterProfile, profile_for_node, profile_from_args
+from app.plugins.loadaware.rowmemo import OneRowFunction, RowFunction, RowMemos
 from app.plugins.loadaware.vector import Vec, Vectorizer, is_empty
 
 NAME = "LoadAwareScheduling"
@@ -74,6 +75,9 @@ _PLAIN, _PROD, _SAGG = "la:plain", "la:prod", "la:sagg"
 _F_LIM = ("la:f_lim", "la:f_lim_prod")
 _F_AGG = ("la:f_agg", "la:f_agg_prod")
 _F_ON = ("la:f_on", "la:f_on_prod")
+
+#: int64's range: :meth:`LoadAwareScheduling._score_row` computes in Python ints within it.
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # Values of the _STATE column.
 _NO_METRIC, _NIL_NODE_METRIC, _HAS_METRIC = 0, 1, 2
@@ -151,6 +155,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if args.dominant_resource_weight == 0 and is_empty(weights):
             self.weights = None
         self._weight_sum = int(sum(weights))
+        self._weights_list: list[int] = [int(w) for w in weights]
         self.loads: dict[str, NodeLoad] = {}
         self.profiles: dict[str, FilterProfile] = {}
         self._dirty: set[str] = set()
@@ -164,6 +169,9 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         self._incoming_estimates: dict[tuple[Any, ...], _Estimate] = {}
         #: The last incoming pod and its estimate (see :meth:`_estimate`).
         self._last_estimate: tuple[PodInfo, _Estimate] | None = None
+        #: Filter codes and scores of each class of incoming pods (one :class:`_Estimate`) by node-table row,
+        #: worked out again for the rows :meth:`_flush` rewrites (see :meth:`filter_nodes`, :meth:`score_nodes`)
+        self._memos = RowMemos()
         #: One shared Status per threshold reason (failing nodes share it), by code ``2 * resource index +
         #: aggregated`` (the aggregated-usage threshold): see :meth:`filter_nodes`.
         self._exceed_by_code = [
@@ -302,11 +310,13 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             return
         snapshot = self.handle.snapshot
         table = snapshot.table
+        written: list[int] = []
         for name in self._dirty:
             row = table.row(name)
             node = snapshot.node(name)
             if row is None or node is None:
                 continue
+            written.append(row)
             profile = self.profiles.get(name, self.default_profile)
             alloc = self.vec.from_values(node_allocatable(node))
             table.column(_ALLOC)[row] = alloc
@@ -368,6 +378,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 else:
                     table.column(_F_LIM[v])[row] = 0  # nothing checked
         self._dirty.clear()
+        self._memos.mark(written)
 
     # ------------------------------------------------------------------ estimation
     def pod_estimate(self, state: CycleState, pod: PodInfo) -> npt.NDArray[np.int64]:
@@ -440,17 +451,66 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
 
         Each node's cut-offs (the largest estimate per resource its threshold still takes) were worked
         out when its row was written (:meth:`_flush`); what is left per call is the expiry check and one
-        comparison of the pod's estimate with the cut-offs.
+        comparison of the pod's estimate with the cut-offs. While no NodeMetric has expired (or expiry is
+        not checked), a node's verdict depends on its row and the pod's estimate only: the verdicts of a
+        class of pods (one estimate: a workload's replicas) are kept by row (:mod:`~app.plugins.loadaware.rowmemo`)
+        and read with one ``take``, worked out again only for the rows written since.
         """
         if pod.daemonset or len(nodes) == 0:
             return {}
         self._flush()
-        table = self.handle.snapshot.table
         rows = nodes.rows
         v = 1 if pod.priority_class == PriorityClass.PROD else 0
         if len(rows) == 1:
             return self._filter_row(state, pod, int(rows[0]), v)
-        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > self._estimate(state, pod).filter_bound
+        estimate = self._estimate(state, pod)
+        if not self.args.filter_expired_node_metrics or self._all_fresh(state.now):
+            table = self.handle.snapshot.table
+            memo = self._memos.get(
+                ("filter", id(estimate), v),
+                table.generation,
+                table.capacity,
+                lambda: self._filter_codes(estimate.filter_bound, v),
+                estimate,
+            )
+            if memo is not None:
+                codes = memo.take(rows)
+                bad = codes.nonzero()[0]
+                if not len(bad):
+                    return {}
+                statuses = self._exceed_by_code
+                return dict(zip(bad.tolist(), map(statuses.__getitem__, (codes[bad] - 1).tolist()), strict=True))
+        return self._filter_batch(state, rows, estimate, v)
+
+    def _filter_codes(self, bound: npt.NDArray[np.uint64], v: int) -> tuple[RowFunction, OneRowFunction]:
+        """The functions of :meth:`filter_nodes`' memo (rows, one row): an int16 per row, 0 where a pod of estimate
+        ``bound`` (:attr:`_Estimate.filter_bound`) passes the usage thresholds of cut-off variant ``v``, else 1 +
+        the index of its reason in :attr:`_exceed_by_code`. No expiry test: the memo is read only while no
+        NodeMetric has expired or expiry is not checked."""
+        table = self.handle.snapshot.table
+
+        def codes(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int16]:
+            exceed = table.column(_F_LIM[v]).take(rows, axis=0) > bound
+            out = np.zeros(len(rows), dtype=np.int16)
+            bad = np.flatnonzero(_any_per_row(exceed))
+            if len(bad):
+                out[bad] = exceed[bad].argmax(axis=1) * 2 + table.column(_F_AGG[v])[rows[bad]] + 1
+            return out
+
+        def code(row: int) -> int:
+            exceed = (table.column(_F_LIM[v])[row] > bound).tolist()
+            if True not in exceed:
+                return 0
+            return 1 + 2 * exceed.index(True) + int(table.column(_F_AGG[v])[row])
+
+        return codes, code
+
+    def _filter_batch(
+        self, state: CycleState, rows: npt.NDArray[np.int64], estimate: _Estimate, v: int
+    ) -> FilterFailures:
+        """:meth:`filter_nodes` over ``rows`` without a memo: the expiry test and the comparison per row."""
+        table = self.handle.snapshot.table
+        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > estimate.filter_bound
         hit = _any_per_row(exceed)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics and not self._all_fresh(state.now):
@@ -491,16 +551,16 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
 
     # ------------------------------------------------------------------ score
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
-        """Scores 0..100 per node; 0 without a fresh NodeMetric or without weights."""
+        """Scores 0..100 per node; 0 without a fresh NodeMetric or without weights.
+
+        While every NodeMetric is fresh, a node's score depends on its row and the pod's estimate only: the
+        scores of a class of pods (one estimate) are kept by row, as :meth:`filter_nodes`' verdicts are."""
         n = len(nodes)
         if self.weights is None or n == 0:
             return np.zeros(n, dtype=np.int64)
         self._flush()
         table = self.handle.snapshot.table
         rows = nodes.rows
-        valid = table.column(_STATE).take(rows) == _HAS_METRIC
-        if not self._all_fresh(state.now):
-            valid &= self._fresh(table.column(_UPDATE).take(rows), state.now)
         prod = self.args.score_according_prod_usage and pod.priority_class == PriorityClass.PROD
         agg = self.args.aggregated
         if prod:
@@ -509,8 +569,64 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             key = _SAGG
         else:
             key = _PLAIN
+        estimate = self._estimate(state, pod)
+        fresh = self._all_fresh(state.now)
+        if fresh and n > 1:
+            memo = self._memos.get(
+                ("score", id(estimate), key),
+                table.generation,
+                table.capacity,
+                lambda: (
+                    lambda memo_rows: self._score_rows(memo_rows, key, estimate.vector, None),
+                    lambda row: self._score_row(row, key, estimate.vector),
+                ),
+                estimate,
+            )
+            if memo is not None:
+                return memo.take(rows)
+        return self._score_rows(rows, key, estimate.vector, None if fresh else state.now)
+
+    def _score_row(self, row: int, key: str, vector: npt.NDArray[np.int64]) -> int:
+        """:meth:`_score_rows` of the one ``row`` with every NodeMetric fresh, in Python ints (a few us, against
+        ~15 for the batch path's numpy calls on one row). Equal to it: int64 arithmetic and Python's agree while
+        no intermediate leaves int64, and a row where one would (values near 2**63 / 100) goes through
+        :meth:`_score_rows`, which wraps as upstream's Go does."""
+        assert self.weights is not None
+        table = self.handle.snapshot.table
+        if table.column(_STATE)[row] != _HAS_METRIC:
+            return 0
+        least: list[int] = []
+        columns = (table.column(_ALLOC)[row].tolist(), table.column(key)[row].tolist(), vector.tolist())
+        for a, u, e in zip(*columns, strict=True):
+            used = u + e
+            part = max(a - used, 0) * MAX_NODE_SCORE
+            if not (_INT64_MIN <= used <= _INT64_MAX and _INT64_MIN <= a - used <= _INT64_MAX and part <= _INT64_MAX):
+                return int(self._score_rows(np.array([row], dtype=np.int64), key, vector, None)[0])
+            least.append(part // max(a, 1))
+        score = sum(p * w for p, w in zip(least, self._weights_list, strict=True))
+        weight_sum = self._weight_sum
+        dominant = self.args.dominant_resource_weight
+        if dominant:
+            score += min(min(least), MAX_NODE_SCORE) * dominant
+            weight_sum += dominant
+        if not _INT64_MIN <= score <= _INT64_MAX:
+            return int(self._score_rows(np.array([row], dtype=np.int64), key, vector, None)[0])
+        return score // weight_sum if weight_sum > 0 else 0
+
+    def _score_rows(
+        self, rows: npt.NDArray[np.int64], key: str, vector: npt.NDArray[np.int64], now: float | None
+    ) -> npt.NDArray[np.int64]:
+        """Scores 0..100 of ``rows`` for a pod of estimate ``vector`` against usage column ``key``; ``now``
+        (seconds) when some NodeMetric may have expired (rows with an expired one score 0), None when every
+        NodeMetric is fresh. Needs weights (:attr:`weights` not None)."""
+        assert self.weights is not None
+        table = self.handle.snapshot.table
+        n = len(rows)
+        valid = table.column(_STATE).take(rows) == _HAS_METRIC
+        if now is not None:
+            valid &= self._fresh(table.column(_UPDATE).take(rows), now)
         # (n, r) columns: take() rather than fancy indexing, ~4x cheaper for a few hundred rows
-        used = table.column(key).take(rows, axis=0) + self.pod_estimate(state, pod)
+        used = table.column(key).take(rows, axis=0) + vector
         alloc = table.column(_ALLOC).take(rows, axis=0)
         # upstream's leastUsedScore: 0 when capacity is 0 or used > capacity, else (capacity - used) * 100 /
         # capacity. Usage and estimates are never negative, so clamping the free part at 0 covers both cases.
