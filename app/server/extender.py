@@ -363,14 +363,21 @@ class ExtenderService:
         Decides no preemption (:meth:`filter_and_preempt` does)."""
         return self._filter(args, preempt=False)[0]
 
-    def filter_and_preempt(self, args: VerbArgs) -> tuple[dict[str, Any], Preemption | None]:
+    def filter_and_preempt(
+        self, args: VerbArgs, *, fragments: bool = False
+    ) -> tuple[dict[str, Any], Preemption | None]:
         """:meth:`filter` as kube-scheduler's scheduling attempt: when no candidate passes, the framework's
         unschedulable hook runs (upstream's PostFilter moment); when a PreFilter rejected the pod as
         Unschedulable, the framework's preemption inside the service
         (:meth:`~app.framework.runtime.Framework.run_post_filter`) over the known candidate nodes. The answer
         is the same either way (the nodes fail); the preemption returned, if any, is to be started with
-        :meth:`start_preemption` once the answer is on its way."""
-        return self._filter(args, preempt=True)
+        :meth:`start_preemption` once the answer is on its way.
+
+        With ``fragments`` (the HTTP verb, which encodes the answer with orjson), an answer passing every
+        candidate of a ``NodeNames`` request gives the request's own JSON array back as an
+        :class:`orjson.Fragment` (no list copied, no name encoded again: the cost of the answer no longer grows
+        with the candidates); otherwise ``NodeNames`` is a list."""
+        return self._filter(args, preempt=True, fragments=fragments)
 
     def start_preemption(self, preemption: Preemption) -> None:
         """Run the chosen plugin's ``prepare_candidate`` (evictions, nomination) as a background task on
@@ -383,7 +390,9 @@ class ExtenderService:
         self._preemptions.add(task)
         task.add_done_callback(self._preemptions.discard)
 
-    def _filter(self, args: VerbArgs, *, preempt: bool) -> tuple[dict[str, Any], Preemption | None]:
+    def _filter(
+        self, args: VerbArgs, *, preempt: bool, fragments: bool = False
+    ) -> tuple[dict[str, Any], Preemption | None]:
         preemption: Preemption | None = None
         names = self.candidate_names(args)
         failed: dict[str, str] = {}
@@ -443,7 +452,10 @@ class ExtenderService:
         }
         if args.NodeNames is not None or args.Nodes is None:
             everyone = len(passing_pos) == len(names)  # every candidate passed: the request's own list
-            if everyone:
+            names_json = args.names_json if fragments and isinstance(args, ExtenderCall) else None
+            if everyone and names_json is not None:
+                result["NodeNames"] = orjson.Fragment(names_json)
+            elif everyone:
                 result["NodeNames"] = list(names)
             else:
                 result["NodeNames"] = passing_names if passing_names is not None else [names[p] for p in passing_pos]

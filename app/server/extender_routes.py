@@ -57,7 +57,7 @@ async def _serve(request: Request, verb: str, handler: Handler) -> Response:
 
 async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
     args = decode_extender_args(body, state.extender.name_lists)
-    result, preemption = state.extender.filter_and_preempt(args)
+    result, preemption = state.extender.filter_and_preempt(args, fragments=True)
     if preemption is not None:
         state.extender.start_preemption(preemption)
     return result

@@ -80,9 +80,10 @@ class ExtenderCall:
         node_names: ``NodeNames`` (nodeCacheCapable), or None.
         nodes: ``Nodes`` (not nodeCacheCapable), or None.
         pod: the decoded pod, when already decoded.
+        names_json: ``NodeNames``' JSON exactly as in ``body``, when ``node_names`` was decoded from it.
     """
 
-    __slots__ = ("NodeNames", "Nodes", "_body", "_pod", "names_shared", "pod_json")
+    __slots__ = ("NodeNames", "Nodes", "_body", "_pod", "names_json", "names_shared", "pod_json")
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class ExtenderCall:
         nodes: NodeList | None = None,
         pod: dict[str, Any] | None = None,
         names_shared: bool = False,
+        names_json: bytes | None = None,
     ) -> None:
         self._body = body
         self.pod_json = pod_json
@@ -101,6 +103,8 @@ class ExtenderCall:
         #: whether ``NodeNames`` is a list a :class:`NameLists` holds (shared by the calls that sent the same
         #: bytes; never changed, so a result derived from it may be kept by the list's identity)
         self.names_shared = names_shared
+        #: the JSON array ``NodeNames`` was decoded from (valid JSON of exactly these names), or None
+        self.names_json = names_json if node_names is not None else None
 
     @property
     def Pod(self) -> dict[str, Any]:  # the wire's Go field name, as on ExtenderArgs
@@ -211,16 +215,16 @@ def decode_extender_args(body: bytes, lists: NameLists | None = None) -> Extende
         names_json = bytes(raw.NodeNames)
         names = lists.find(names_json) if lists is not None else None
         if names is not None:
-            return ExtenderCall(body, pod_json, names, names_shared=True)
+            return ExtenderCall(body, pod_json, names, names_shared=True, names_json=names_json)
         try:
             names = _NODE_NAMES.decode(names_json)
         except (msgspec.DecodeError, RecursionError):
             names = None  # not a list of strings: decode() below answers its 400
         else:
             if names is None or lists is None:
-                return ExtenderCall(body, pod_json, names)
+                return ExtenderCall(body, pod_json, names, names_json=names_json)
             lists.keep(names_json, names)
-            return ExtenderCall(body, pod_json, names, names_shared=True)
+            return ExtenderCall(body, pod_json, names, names_shared=True, names_json=names_json)
     args = decode(body, ExtenderArgs)  # raises its 400, or takes what msgspec did not (deep nesting, a NodeList)
     return ExtenderCall(body, pod_json or None, args.NodeNames, args.Nodes, args.Pod)
 

@@ -330,3 +330,27 @@ def test_kube_schedulers_rotating_windows_are_found_again_with_their_batch(
                 assert looked_up == []  # every window and every passing list found with its batch
     finally:
         loop.close()
+
+
+def test_a_filter_passing_every_candidate_answers_with_the_requests_own_array(tmp_path: Path) -> None:
+    """Every candidate passes: the answer's NodeNames is the request's JSON array as sent (issue 47: no list
+    copied and no name encoded again), which decodes to the same names even when the client spelled them with
+    spaces and escapes; a candidate failing gives the encoded list of the passing ones."""
+    service = make_service(tmp_path)
+    loop = asyncio.new_event_loop()
+    try:
+        spelled = b'[ "node-0" ,\n"node\\u002d2"]'
+        body = b'{"Pod":' + orjson.dumps(pod("1")) + b',"NodeNames":' + spelled + b"}"
+        verb, handler = extender_routes.VERBS["/filter"]
+        for _ in range(2):  # decoded, then found by its bytes
+            code, data = loop.run_until_complete(extender_routes._answer(service, verb, handler, body, _no_receive))
+            assert code == 200 and spelled in data
+            got = orjson.loads(data)
+            assert got["NodeNames"] == ["node-0", "node-2"] and got["FailedNodes"] == {}
+        with_ghost = {"Pod": pod("1"), "Nodes": None, "NodeNames": ["node-0", "ghost-a"]}
+        got = orjson.loads(answer(loop, service, "/filter", with_ghost))
+        assert got["NodeNames"] == ["node-0"] and got["FailedNodes"] == {"ghost-a": "node not found"}
+        # the service's own callers (sim, explain) still get a list
+        assert service.extender.filter(decode_extender_args(body))["NodeNames"] == ["node-0", "node-2"]
+    finally:
+        loop.close()
