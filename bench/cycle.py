@@ -147,8 +147,9 @@ def run_service(kubeconfig: str, port: int) -> None:
 
 
 def serve_asgi(app: Any, port: int, lifespan: str) -> None:
-    """Serve ``app`` on 127.0.0.1:``port`` as the service runs here: uvicorn, one worker, httptools,
-    uvloop, no access log; ``lifespan`` is uvicorn's setting (``on`` / ``off``).
+    """Serve ``app`` on 127.0.0.1:``port`` as the service runs here: uvicorn, one worker, the service's
+    httptools protocol (:class:`~app.server.httpprotocol.ServiceProtocol`: each answer in one write), uvloop,
+    no access log; ``lifespan`` is uvicorn's setting (``on`` / ``off``).
 
     With ``$CYCLE_SERVER`` = ``granian`` (``--server granian``), Granian's embedded ASGI server instead,
     in this process (one Rust runtime thread, HTTP/1.1, uvloop, no access log), so the process's CPU
@@ -159,11 +160,13 @@ def serve_asgi(app: Any, port: int, lifespan: str) -> None:
         return
     import uvicorn
 
+    from app.server.httpprotocol import ServiceProtocol
+
     uvicorn.run(
         app,
         host="127.0.0.1",
         port=port,
-        http="httptools",
+        http=ServiceProtocol,
         loop="uvloop",
         log_level="warning",
         access_log=False,

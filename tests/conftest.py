@@ -20,6 +20,7 @@ import yaml
 from app.framework.config import SchedulerConfig
 from app.framework.registry import Registry
 from app.server.app import create_app
+from app.server.httpprotocol import ServiceProtocol
 from app.sources.base import Source
 from app.sources.files import FileSource
 
@@ -47,13 +48,16 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """The real app under a real uvicorn server in a thread, with an httpx client bound to it."""
+    """The real app under a real uvicorn server in a thread, with an httpx client bound to it; ``protocol`` is
+    uvicorn's ``http`` (the service's own by default)."""
 
     def __init__(
         self,
         source: Source,
         config: SchedulerConfig | None = None,
         registry: Registry | None = None,
+        *,
+        protocol: type[Any] = ServiceProtocol,
         **app_kwargs: Any,
     ) -> None:
         self.app = create_app(source, config, registry=registry, **app_kwargs)
@@ -63,7 +67,14 @@ class LiveServer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = int(self.sock.getsockname()[1])
         self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+            uvicorn.Config(
+                self.app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                access_log=False,
+                http=protocol,
+            )
         )
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"

@@ -231,7 +231,8 @@ def scheduler(
     body_limit = _byte_count("--max-request-body-bytes", max_request_body_bytes)
     from app.api.manifests import ManifestError
     from app.manager import run_embedded_controllers
-    from app.server.clientauth import ClientAuth, TLSScopeProtocol, parse_names
+    from app.server.clientauth import ClientAuth, parse_names
+    from app.server.httpprotocol import ServiceProtocol
     from app.server.inspectauth import inspection_access
     from app.server.tls import CertReloader, TLSConfigError
     from app.sources.files import FileSource
@@ -324,7 +325,7 @@ def scheduler(
         log_config=None,  # uvicorn's loggers keep configure_logging's format
         log_level=effective_level,
         access_log=effective_level <= logging.DEBUG,  # one line per request: debugging only
-        http=TLSScopeProtocol,  # httptools, plus the client certificate in the ASGI TLS extension
+        http=ServiceProtocol,  # httptools, the client certificate in the ASGI TLS extension, answers in one write
         loop="uvloop",
     )
 

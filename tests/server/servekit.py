@@ -21,7 +21,8 @@ import uvicorn
 from fastapi.routing import APIRoute
 
 from app.server.app import create_app
-from app.server.clientauth import ClientAuth, TLSScopeProtocol
+from app.server.clientauth import ClientAuth
+from app.server.httpprotocol import ServiceProtocol
 from app.server.inspectauth import inspection_access
 from app.sources.kubernetes import KubernetesSource
 from tests.client.conftest import TOKEN, write_kubeconfig
@@ -41,7 +42,7 @@ def serve(app: Any, tls: ssl.SSLContext | None = None, *, ready_path: str | None
         app,
         log_level="warning",
         access_log=False,
-        http=TLSScopeProtocol,
+        http=ServiceProtocol,
         ssl_context_factory=(lambda _cfg, _default: tls) if tls is not None else None,
     )
     server = uvicorn.Server(config)
