@@ -33,7 +33,6 @@ class Options:
         runtime_hook_server_key / runtime_hook_server_val: pods with this label pair skip the hook servers.
         runtime_hooks_config_path: folder of hook server registrations (``*.json``).
         hook_timeout: seconds per hook call.
-        workers: threads serving CRI calls (long streams such as GetContainerEvents hold one each).
     """
 
     runtime_proxy_endpoint: str = DEFAULT_RUNTIME_PROXY_ENDPOINT
@@ -43,4 +42,3 @@ class Options:
     runtime_hook_server_val: str = DEFAULT_HOOK_SERVER_VAL
     runtime_hooks_config_path: Path = Path(DEFAULT_RUNTIME_HOOK_CONFIG_PATH)
     hook_timeout: float = DEFAULT_HOOK_TIMEOUT
-    workers: int = 32

@@ -72,7 +72,6 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             remote_runtime_service_endpoint=str(tmp_path / "cri.sock"),
             runtime_hooks_config_path=hooks_dir,
             hook_timeout=1.0,
-            workers=4,
         )
     )
     proxy.start(fail_over_timeout=2)
