@@ -211,6 +211,6 @@ def test_group_identity_is_written_at_run_pod_sandbox_when_the_kernel_has_it(tmp
             )
         }
     )
-    pod = hook_pod(env, "u-ls", "d", "ls", {"koordinator.sh/qosClass": "LS"}, {}, "/kubepods/burstable/podu-ls")
+    pod = hook_pod(env, "u-ls", "d", "ls", {"koordinator.sh/qosClass": "LS"}, {}, "/kubepods/burstable/podu-ls", 0.0)
     assert pre_run_pod_sandbox(env, CgroupExecutor(env.layout), pod, 0.0) == 1
     assert (pod_dir / "cpu.bvt_warp_ns").read_text().strip() == "2"
