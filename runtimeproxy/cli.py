@@ -31,6 +31,7 @@ from runtimeproxy.options import (
     DEFAULT_RUNTIME_HOOK_CONFIG_PATH,
     DEFAULT_RUNTIME_PROXY_ENDPOINT,
     Options,
+    set_grpc_environment,
 )
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ def reexec_lean() -> None:
     if os.environ.get(LEAN_ENV) or Path(sys.argv[0]).name != "koord" or sys.argv[1:2] != ["runtime-proxy"]:
         return
     os.environ[LEAN_ENV] = "1"
+    set_grpc_environment(os.environ)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
