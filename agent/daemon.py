@@ -70,6 +70,7 @@ from agent.reporter import (
     gpu_pod_memory_key,
     gpu_sm_key,
 )
+from agent.runtimehooks.freshpods import FreshPods, PodsRefresher
 from agent.states.device import DeviceReportError, DeviceWriter, device_object, same_devices
 from agent.states.nodeslo import NodeSLOIntake
 from agent.states.pods import PodMeta, pod_meta
@@ -288,6 +289,8 @@ class Agent:
         self._topology_generation = -1
         self._topology_next = -1e18
         self.prediction = PredictionLoop(config.prediction) if config.prediction is not None else None
+        #: the runtime hooks' reads of the pod source (the kubelet's /pods), single-flight
+        self.hook_pods = PodsRefresher(states.fetch_pods, lambda: self.pods, layout)
 
     def node_bounds(self) -> NodeBounds:
         """The executor's node-dependent bounds: cpu capacity = max(the Node's capacity, online cpus) in
@@ -394,6 +397,12 @@ class Agent:
     def known_pod(self, uid: str) -> PodMeta | None:
         """The pod with this uid in the current states (the runtime hooks' view), None when not (yet) known."""
         return self._pod_views()[0].get(uid)
+
+    def fresh_pods(self, since: float) -> FreshPods:
+        """The node's pods read from the pod source at or after ``since`` for the runtime hooks, single-flight
+        (:class:`agent.runtimehooks.freshpods.PodsRefresher`); the agent's current pods when the source does not
+        answer. The loop's own states are left alone. Never raises."""
+        return self.hook_pods.get(since)
 
     def group_identity_supported(self, ctx: QoSContext) -> bool:
         """Whether the kernel offers ``cpu.bvt_warp_ns`` (checked once)."""

@@ -6,13 +6,15 @@ Measured, over unix sockets under a temporary folder:
 
 1. latency (ms, p50 / p99 over ``--calls``): ``Version`` and ``CreateContainer`` straight to the fake containerd,
    then through the proxy (CreateContainer calls the hook server: cpuset, GPU env);
-2. the proxy's cpu (percent of one core, user + system of its process over wall time) while a kubelet-like
-   client idles with ``--pods`` pods: ListPodSandbox and ListContainers every second (the PLEG relist),
-   ListContainerStats every 10 s, for ``--seconds``.
+2. the proxy's cpu (percent of one core, user + system of its process over wall time) and its context switches
+   per second (all its threads, from ``/proc/<pid>/task/*/status``) while a kubelet-like client idles with
+   ``--pods`` pods: ListPodSandbox and ListContainers every second (the PLEG relist), ListContainerStats every
+   10 s, for ``--seconds``.
 
+``--proxy-repo`` runs the proxy of another checkout (e.g. the main branch) in the same harness, to compare.
 Prints JSON. Targets (issue 44): CreateContainer p50 through the proxy at most +50 ms; idle cpu < 1 % of a core.
 
-    python bench/runtime_proxy.py [--calls 200] [--pods 20] [--seconds 30]
+    python bench/runtime_proxy.py [--calls 200] [--pods 20] [--seconds 30] [--proxy-repo PATH]
 """
 
 from __future__ import annotations
@@ -62,12 +64,26 @@ def _wait_socket(path: Path, proc: subprocess.Popen[bytes], seconds: float = 30)
         time.sleep(0.05)
 
 
+def _ctx_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of every thread of ``pid`` so far."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            lines = (task / "status").read_text().splitlines()
+        except OSError:
+            continue  # a thread that ended meanwhile
+        total += sum(int(line.split()[1]) for line in lines if "ctxt_switches" in line)
+    return total
+
+
 def main() -> None:
     """Run the bench and print the JSON result."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--pods", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--proxy-repo", type=Path, default=REPO, help="checkout whose runtimeproxy runs (default: this)")
+    ap.add_argument("--proxy-env", action="append", default=[], help="KEY=VALUE set for the proxy process only")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rp-") as tmp:
         base = Path(tmp)
@@ -96,7 +112,8 @@ def main() -> None:
             HookServerOptions(str(base / "k.sock"), str(base / "k.sock"), base / "hooks"),
         )
         hooks.start()
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": str(args.proxy_repo.resolve())}
+        env.update(kv.split("=", 1) for kv in args.proxy_env)
         proxy = subprocess.Popen(
             [
                 sys.executable,
@@ -108,6 +125,7 @@ def main() -> None:
                 "--log-level=warning",
             ],
             env=env,
+            cwd=args.proxy_repo,
             stderr=subprocess.PIPE,
         )
         try:
@@ -141,7 +159,7 @@ def main() -> None:
             ps = psutil.Process(proxy.pid)
             list_pods, list_ctrs = via.unary_unary(RS + "ListPodSandbox"), via.unary_unary(RS + "ListContainers")
             stats = via.unary_unary(RS + "ListContainerStats")
-            t_cpu0, t0 = ps.cpu_times(), time.monotonic()
+            t_cpu0, ctx0, t0 = ps.cpu_times(), _ctx_switches(proxy.pid), time.monotonic()
             tick = 0
             while time.monotonic() - t0 < args.seconds:
                 list_pods(b"", timeout=5)
@@ -150,13 +168,17 @@ def main() -> None:
                     stats(b"", timeout=5)
                 tick += 1
                 time.sleep(max(0.0, t0 + tick - time.monotonic()))
-            t_cpu1, wall = ps.cpu_times(), time.monotonic() - t0
+            t_cpu1, ctx1, wall = ps.cpu_times(), _ctx_switches(proxy.pid), time.monotonic() - t0
             used = (t_cpu1.user - t_cpu0.user) + (t_cpu1.system - t_cpu0.system)
             result["idle"] = {
                 "pods": args.pods,
                 "seconds": round(wall, 1),
                 "proxy_cpu_percent": round(100 * used / wall, 3),
+                "proxy_ctx_switches_per_s": round((ctx1 - ctx0) / wall, 1),
+                "proxy_threads": len(list(Path(f"/proc/{proxy.pid}/task").iterdir())),
             }
+            result["proxy_repo"] = str(args.proxy_repo)
+            result["proxy_env"] = args.proxy_env
             result["proxy_rss_mb"] = round(ps.memory_info().rss / 2**20, 1)
             print(json.dumps(result))
         finally:

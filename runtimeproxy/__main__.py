@@ -6,13 +6,19 @@ scheduler framework, numpy and the other commands' imports do not stay resident 
 
 from __future__ import annotations
 
+import os
+
 import typer
 
-from runtimeproxy.cli import runtime_proxy
+from runtimeproxy.options import set_grpc_environment
 
 
 def main() -> None:
-    """Parse the ``koord runtime-proxy`` options and run the proxy."""
+    """Parse the ``koord runtime-proxy`` options and run the proxy (gRPC's experiments set first, before gRPC is
+    imported: :func:`runtimeproxy.options.set_grpc_environment`)."""
+    set_grpc_environment(os.environ)
+    from runtimeproxy.cli import runtime_proxy
+
     typer.run(runtime_proxy)
 
 

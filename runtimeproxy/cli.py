@@ -9,13 +9,13 @@ that cannot be created.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
-import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -31,7 +31,11 @@ from runtimeproxy.options import (
     DEFAULT_RUNTIME_HOOK_CONFIG_PATH,
     DEFAULT_RUNTIME_PROXY_ENDPOINT,
     Options,
+    set_grpc_environment,
 )
+
+if TYPE_CHECKING:
+    from runtimeproxy.server import RuntimeProxyServer
 
 #: Set in the environment once ``koord runtime-proxy`` re-executed into ``python -m runtimeproxy`` (never twice).
 LEAN_ENV = "KOORD_RUNTIME_PROXY_LEAN"
@@ -44,6 +48,7 @@ def reexec_lean() -> None:
     if os.environ.get(LEAN_ENV) or Path(sys.argv[0]).name != "koord" or sys.argv[1:2] != ["runtime-proxy"]:
         return
     os.environ[LEAN_ENV] = "1"
+    set_grpc_environment(os.environ)
     sys.stdout.flush()
     sys.stderr.flush()
     try:
@@ -115,19 +120,33 @@ def runtime_proxy(
     )
     server = RuntimeProxyServer(options)
     try:
-        server.start()
+        asyncio.run(_serve(server, metrics_host, metrics_port))
+    except OSError as exc:  # the proxy socket or the metrics port
+        fail(str(exc))
+
+
+async def _serve(server: RuntimeProxyServer, metrics_host: str, metrics_port: int) -> None:
+    """Serve on this thread's event loop until SIGTERM or SIGINT, then stop (running calls get 1 s).
+
+    Raises:
+        OSError: the proxy socket cannot be created, or the metrics port bound (message names which).
+    """
+    try:
+        await server.start_async()
     except OSError as exc:
-        fail(f"--koord-runtimeproxy-endpoint {koord_runtimeproxy_endpoint}: {exc}")
+        raise OSError(f"--koord-runtimeproxy-endpoint {server.options.runtime_proxy_endpoint}: {exc}") from None
     if metrics_port:
         from app.api.metricsserver import serve
 
         try:
             serve(metrics_host, metrics_port, server.dispatcher.registry, lambda: True, thread_name="proxy-http")
         except OSError as exc:
-            fail(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}")
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
+            await server.stop_async(0)
+            raise OSError(f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc}") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
     logging.getLogger("runtimeproxy").info("koordinator runtime-proxy shutting down")
-    server.stop()
+    await server.stop_async()

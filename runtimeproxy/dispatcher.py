@@ -6,16 +6,19 @@ cannot hold a pod start for longer). The answer, or the error with the registrat
 to the server, which decides (:meth:`runtimeproxy.server.CRIProxy.intercept`). Every call is counted in
 ``koord_runtime_proxy_hook_requests_total{hook, result}`` (result ``success`` or the gRPC code of the failure,
 e.g. ``UNAVAILABLE`` when the agent is down, ``DEADLINE_EXCEEDED`` when it is slow).
+
+The hook server channels are ``grpc.aio`` channels on the proxy's event loop (:mod:`runtimeproxy.server`):
+:meth:`HookDispatcher.dispatch` and :meth:`HookDispatcher.close` are coroutines to await on that loop.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
+import grpc.aio
 from prometheus_client import CollectorRegistry, Counter
 
 from app.api.runtime.config import FailurePolicy, HookStage, RuntimeHookType, RuntimeRequestPath
@@ -75,40 +78,43 @@ class HookDispatcher:
             ["hook", "result"],
             registry=self.registry,
         )
-        self._lock = threading.Lock()
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._stubs: dict[tuple[str, RuntimeHookType], grpc.aio.UnaryUnaryMultiCallable[Any, Any]] = {}
 
-    def _channel(self, endpoint: str) -> grpc.Channel:
-        with self._lock:
-            ch = self._channels.get(endpoint)
-            if ch is None:
-                target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
-                ch = grpc.insecure_channel(
-                    target,
-                    options=[
-                        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                        # a hook server that restarts must be found again at once, not after a backoff
-                        ("grpc.initial_reconnect_backoff_ms", 100),
-                        ("grpc.max_reconnect_backoff_ms", 1000),
-                    ],
-                )
-                self._channels[endpoint] = ch
-            return ch
+    def _stub(self, endpoint: str, hook: RuntimeHookType) -> grpc.aio.UnaryUnaryMultiCallable[Any, Any]:
+        """The call of ``hook`` at ``endpoint``, on a channel made once per endpoint (on the running loop)."""
+        stub = self._stubs.get((endpoint, hook))
+        if stub is not None:
+            return stub
+        ch = self._channels.get(endpoint)
+        if ch is None:
+            target = endpoint if endpoint.startswith("unix:") else f"unix://{endpoint}"
+            ch = self._channels[endpoint] = grpc.aio.insecure_channel(
+                target,
+                options=[
+                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                    # a hook server that restarts must be found again at once, not after a backoff
+                    ("grpc.initial_reconnect_backoff_ms", 100),
+                    ("grpc.max_reconnect_backoff_ms", 1000),
+                ],
+            )
+        stub = self._stubs[(endpoint, hook)] = ch.unary_unary(
+            SERVICE + hook.rpc,
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=RESPONSE_TYPES[hook].FromString,
+        )
+        return stub
 
-    def dispatch(self, path: RuntimeRequestPath, stage: HookStage, request: Any) -> DispatchResult:
+    async def dispatch(self, path: RuntimeRequestPath, stage: HookStage, request: Any) -> DispatchResult:
         """Call the first registered hook server serving ``path`` at ``stage`` (``Dispatch``); never raises."""
         for config in self.configs.all_hooks():
             hook = config.hook_for(path, stage)
             if hook is None:
                 continue
-            call = self._channel(config.remote_endpoint).unary_unary(
-                SERVICE + hook.rpc,
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=RESPONSE_TYPES[hook].FromString,
-            )
+            call = self._stub(config.remote_endpoint, hook)
             try:
-                response = call(request, timeout=self.timeout)
+                response = await call(request, timeout=self.timeout)
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
@@ -130,9 +136,10 @@ class HookDispatcher:
                     total += sample.value
         return total
 
-    def close(self) -> None:
-        """Close the hook server channels."""
-        with self._lock:
-            for ch in self._channels.values():
-                ch.close()
-            self._channels.clear()
+    async def close(self) -> None:
+        """Close the hook server channels (on the loop they were made on)."""
+        channels = list(self._channels.values())
+        self._channels.clear()
+        self._stubs.clear()
+        for ch in channels:
+            await ch.close()

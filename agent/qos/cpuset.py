@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.executor import CgroupWrite
@@ -152,6 +152,13 @@ class CPUSetRule:
         for _node, cpus in self.share_pools:
             out |= cpus
         return frozenset(out)
+
+    def without(self, cpus: frozenset[int]) -> CPUSetRule:
+        """This rule with ``cpus`` taken out of its shared pools (the exclusive cpusets of pods newer than the
+        published pools; a pool may end empty); ``self`` when none of them is shared."""
+        if not cpus & self.all_shared:
+            return self
+        return replace(self, share_pools=tuple((node, shared - cpus) for node, shared in self.share_pools))
 
     def shared_of(self, numa_nodes: tuple[int, ...]) -> frozenset[int]:
         """The shared pools of ``numa_nodes`` together (``getCPUFromSharePoolByAllocFn``)."""

@@ -8,9 +8,10 @@ cfs quota, memory limit), memory QoS (memory.min/low/high, when its class enable
 
 PreCreateContainer / PreUpdateContainerResources (:func:`container_resources`): the container's resources in the
 answer: ``cpuset_cpus`` (LSE/LSR cpus from resource-status with ``cpu_quota = -1``, the shared pools for LS
-and others as :func:`agent.qos.cpuset.pod_cpuset` decides), and for a BE pod ``cpu_shares`` / ``cpu_quota`` /
-``memory_limit_in_bytes`` from its batch resources; PreCreateContainer also sets the GPU env
-(:func:`gpu_env`).
+and others as :func:`agent.qos.cpuset.pod_cpuset` decides, without the cpusets of pods the pod source lists now:
+an LSR pod admitted together with this one is not yet in the published pools), and for a BE pod
+``cpu_shares`` / ``cpu_quota`` / ``memory_limit_in_bytes`` from its batch resources; PreCreateContainer also
+sets the GPU env (:func:`gpu_env`).
 
 GPU: ``NVIDIA_VISIBLE_DEVICES`` lists the allocated GPUs' UUIDs (the ``id`` of each ``device-allocated`` entry);
 upstream lists minors, but the NVIDIA runtime reads numbers as nvidia-smi indices, which are not always the
@@ -61,11 +62,23 @@ def gpu_env(pod: PodMeta) -> dict[str, str]:
     return {GPU_ALLOC_ENV: ",".join(str(minor) for minor, _ in gpus)}
 
 
-def container_resources(env: HookEnv, pod: PodMeta, container: str, res: hookapi.LinuxContainerResources) -> list[str]:
-    """Set the container's cpuset and batch resources in ``res`` (in place); returns what was set, for the log."""
+def container_resources(
+    env: HookEnv, pod: PodMeta, container: str, res: hookapi.LinuxContainerResources, since: float
+) -> list[str]:
+    """Set the container's cpuset and batch resources in ``res`` (in place); returns what was set, for the log.
+
+    A container given a shared pool gets it without the exclusive cpusets of the pods the pod source lists at
+    or after ``since`` (``time.monotonic()`` of the hook's start; :meth:`HookEnv.fresh_pods`)."""
     done: list[str] = []
     try:
-        cpus, unset_quota = pod_cpuset(pod, env.cpuset_rule())
+        rule = env.cpuset_rule()
+        if (
+            rule is not None
+            and not pod.is_be
+            and not parse_resource_status(pod.annotations.get(ANNOTATION_RESOURCE_STATUS)).cpuset
+        ):
+            rule = rule.without(env.fresh_pods(since).exclusive_cpus)
+        cpus, unset_quota = pod_cpuset(pod, rule)
     except ResourceStatusError as exc:
         log.warning("pod %s: malformed %s, no cpuset at creation: %s", pod.key, ANNOTATION_RESOURCE_STATUS, exc)
         cpus, unset_quota = None, False

@@ -1,7 +1,9 @@
 """The pod of a hook request, as the agent's strategies see pods (upstream ``runtimehooks/protocol``).
 
 A hook request carries the pod's metadata, labels, annotations and cgroup parent, not its spec. The pod is the
-one the agent already knows (same uid, from its states), else one built from the request: Kubernetes QoS from the
+one the agent already knows (same uid, from its states), else the one the pod source lists when asked again at
+the hook (:mod:`agent.runtimehooks.freshpods`: the kubelet may have admitted it since the agent's last look),
+else one built from the request: Kubernetes QoS from the
 cgroup parent (``.../besteffort/...`` / ``kubepods-besteffort-...``), containers and their batch resources from
 ``node.koordinator.sh/extended-resource-spec`` (upstream reads batch resources from that annotation too).
 """
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 from agent.cgroups import CgroupLayout
 from agent.qos.context import QoSContext
 from agent.qos.cpuset import CPUSetRule
+from agent.runtimehooks.freshpods import FreshPods
 from agent.states.pods import PodMeta, pod_meta
 from app.api.devicenames import ANNOTATION_DEVICE_ALLOCATED, DEVICE_GPU
 from app.api.koordext import ANNOTATION_EXTENDED_RESOURCE_SPEC
@@ -38,6 +41,12 @@ class HookEnv(Protocol):
 
     def known_pod(self, uid: str) -> PodMeta | None:
         """The pod with this uid in the agent's states, None when not (yet) there."""
+        ...
+
+    def fresh_pods(self, since: float) -> FreshPods:
+        """The node's pods read from the pod source at or after ``since`` (``time.monotonic()``), shared by
+        concurrent hooks; the known pods when the source does not answer in time
+        (:class:`agent.runtimehooks.freshpods.PodsRefresher`). Never raises."""
         ...
 
     def group_identity_supported(self, ctx: QoSContext) -> bool:
@@ -84,10 +93,14 @@ def hook_pod(
     labels: dict[str, str],
     annotations: dict[str, str],
     cgroup_parent: str,
+    since: float,
 ) -> PodMeta:
-    """The pod of a hook request: the agent's own when it knows the uid, else built from the request (see the
-    module docstring)."""
+    """The pod of a hook request: the agent's own when it knows the uid, else the pod source's when it lists it
+    now (read at or after ``since``, ``time.monotonic()`` of the hook's start), else built from the request (see
+    the module docstring)."""
     known = env.known_pod(uid) if uid else None
+    if known is None and uid:
+        known = env.fresh_pods(since).by_uid.get(uid)
     if known is not None:
         return known
     pod = {

@@ -79,17 +79,16 @@ class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
         if self.recorder is not None:
             self.recorder.runtime_hook(hook, "success" if ok else "failed")
 
-    def _pod_of_sandbox(self, req: hookapi.PodSandboxHookRequest) -> Any:
+    def _pod_of_sandbox(self, req: hookapi.PodSandboxHookRequest, since: float) -> Any:
         m = req.pod_meta
         return hook_pod(
-            self.env, m.uid, m.namespace, m.name, dict(req.labels), dict(req.annotations), req.cgroup_parent
+            self.env, m.uid, m.namespace, m.name, dict(req.labels), dict(req.annotations), req.cgroup_parent, since
         )
 
-    def _pod_of_container(self, req: hookapi.ContainerResourceHookRequest) -> Any:
+    def _pod_of_container(self, req: hookapi.ContainerResourceHookRequest, since: float) -> Any:
         m = req.pod_meta
-        return hook_pod(
-            self.env, m.uid, m.namespace, m.name, dict(req.pod_labels), dict(req.pod_annotations), req.pod_cgroup_parent
-        )
+        labels, annotations = dict(req.pod_labels), dict(req.pod_annotations)
+        return hook_pod(self.env, m.uid, m.namespace, m.name, labels, annotations, req.pod_cgroup_parent, since)
 
     @staticmethod
     def _echo_sandbox(req: hookapi.PodSandboxHookRequest) -> hookapi.PodSandboxHookResponse:
@@ -113,9 +112,10 @@ class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
 
     def PreRunPodSandboxHook(self, request: Any, context: Any) -> Any:
         """Pod-level batch resources, memory QoS, group identity, cpuset pods' quota, written to the pod cgroup."""
+        since = time.monotonic()
         resp = self._echo_sandbox(request)
         try:
-            pod = self._pod_of_sandbox(request)
+            pod = self._pod_of_sandbox(request, since)
             n = hooks.pre_run_pod_sandbox(self.env, self.executor, pod, time.time())
             log.debug("PreRunPodSandbox %s: %d pod cgroup files written", pod.key, n)
         except Exception:  # a hook must never fail the pod start
@@ -126,10 +126,13 @@ class RuntimeHookServicer(hookgrpc.RuntimeHookServiceServicer):
         return resp
 
     def _container(self, stage: str, request: Any, with_env: bool) -> Any:
+        since = time.monotonic()
         resp = self._echo_container(request)
         try:
-            pod = self._pod_of_container(request)
-            done = hooks.container_resources(self.env, pod, request.container_meta.name, resp.container_resources)
+            pod = self._pod_of_container(request, since)
+            done = hooks.container_resources(
+                self.env, pod, request.container_meta.name, resp.container_resources, since
+            )
             if with_env:
                 env = hooks.gpu_env(pod)
                 resp.container_envs.update(env)

@@ -62,6 +62,17 @@ class StatesProvider(ABC):
     def description(self) -> str:
         """``files:<path>``, ``apiserver:<host>`` or ``kubelet:<url>``."""
 
+    def fetch_pods(self, timeout: float) -> list[dict[str, Any]]:
+        """The node's raw pods read from the pod source now, within ``timeout`` seconds, leaving :attr:`pods` and
+        the other states alone (the runtime hooks' look at pods the kubelet admitted since the last
+        :meth:`refresh`; safe to call from another thread than the one refreshing). This base: the pods of the
+        last refresh (a source with nothing fresher to ask).
+
+        Raises:
+            StatesError: the source could not be read.
+        """
+        return list(self.pods)
+
 
 class FileStates(StatesProvider):
     """The embedded mode: the same cluster files the scheduler service reads, re-read when they change.
@@ -152,7 +163,7 @@ class APIServerStates(StatesProvider):
         host = self.client.host
         return f"apiserver:{host}" + (f" kubelet:{self.kubelet_url}" if self.kubelet_url else "")
 
-    def _kubelet_pods(self) -> list[dict[str, Any]]:
+    def _kubelet_pods(self, timeout: float = 10.0) -> list[dict[str, Any]]:
         assert self.kubelet_url is not None
         req = urllib.request.Request(f"{self.kubelet_url}/pods", headers={"Accept": "application/json"})
         if self.kubelet_token is not None and self.kubelet_token.is_file():
@@ -166,11 +177,24 @@ class APIServerStates(StatesProvider):
             elif self.kubelet_ca is not None and self.kubelet_ca.is_file():
                 ctx.load_verify_locations(str(self.kubelet_ca))
         try:
-            with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+            with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
                 body = json.loads(resp.read())
         except (OSError, ValueError) as exc:
             raise StatesError(f"kubelet {self.kubelet_url}/pods: {exc}") from None
         return _fill_kind(body.get("items") or [], "Pod", "v1") if isinstance(body, dict) else []
+
+    def fetch_pods(self, timeout: float) -> list[dict[str, Any]]:
+        """The node's pods from the kubelet's ``/pods`` when ``kubelet_url`` is set (upstream ``states_pods.go``
+        reads them there), else the pods of the last refresh (the API server's list is not asked per hook);
+        ``timeout`` seconds at most.
+
+        Raises:
+            StatesError: the kubelet did not answer (in time) or answered something else than a pod list.
+        """
+        if not self.kubelet_url:
+            return list(self.pods)
+        pods = self._kubelet_pods(timeout)
+        return [p for p in pods if (p.get("spec") or {}).get("nodeName") in (None, "", self.node_name)]
 
     def refresh(self) -> bool:
         """Fetch pods, Node, NodeSLO and NodeMetric; True when anything differs from the last fetch."""

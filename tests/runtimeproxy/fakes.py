@@ -16,6 +16,7 @@ from agent.cgroups import CgroupLayout
 from agent.metriccache import MetricCache
 from agent.qos.context import QoSContext
 from agent.qos.cpuset import CPUSetRule
+from agent.runtimehooks.freshpods import FreshPods
 from agent.states.pods import PodMeta
 from app.api.runtime.v1alpha1 import api_pb2 as hookapi
 from app.api.runtime.v1alpha1 import api_pb2_grpc as hookgrpc
@@ -164,6 +165,9 @@ class AgentEnv:
 
     def known_pod(self, uid: str) -> PodMeta | None:
         return None
+
+    def fresh_pods(self, since: float) -> FreshPods:
+        return FreshPods()
 
     def group_identity_supported(self, ctx: QoSContext) -> bool:
         return self.gi

@@ -72,7 +72,6 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
             remote_runtime_service_endpoint=str(tmp_path / "cri.sock"),
             runtime_hooks_config_path=hooks_dir,
             hook_timeout=1.0,
-            workers=4,
         )
     )
     proxy.start(fail_over_timeout=2)
@@ -212,6 +211,6 @@ def test_group_identity_is_written_at_run_pod_sandbox_when_the_kernel_has_it(tmp
             )
         }
     )
-    pod = hook_pod(env, "u-ls", "d", "ls", {"koordinator.sh/qosClass": "LS"}, {}, "/kubepods/burstable/podu-ls")
+    pod = hook_pod(env, "u-ls", "d", "ls", {"koordinator.sh/qosClass": "LS"}, {}, "/kubepods/burstable/podu-ls", 0.0)
     assert pre_run_pod_sandbox(env, CgroupExecutor(env.layout), pod, 0.0) == 1
     assert (pod_dir / "cpu.bvt_warp_ns").read_text().strip() == "2"

@@ -43,3 +43,14 @@ def test_agent_refuses_an_unknown_hook_failure_policy(tmp_path: object) -> None:
     )
     assert result.exit_code == 2
     assert "--runtime-hooks-failure-policy 'Maybe'" in result.output
+
+
+def test_grpc_experiments_are_set_for_the_proxy_unless_the_operator_chose() -> None:
+    from runtimeproxy.options import GRPC_EXPERIMENTS_OFF, set_grpc_environment
+
+    env: dict[str, str] = {}
+    set_grpc_environment(env)
+    assert env == {"GRPC_EXPERIMENTS": GRPC_EXPERIMENTS_OFF}
+    mine = {"GRPC_EXPERIMENTS": ""}  # gRPC's defaults kept
+    set_grpc_environment(mine)
+    assert mine == {"GRPC_EXPERIMENTS": ""}

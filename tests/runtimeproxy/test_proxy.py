@@ -47,7 +47,6 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
         remote_runtime_service_endpoint=str(tmp_path / "cri.sock"),
         runtime_hooks_config_path=hooks,
         hook_timeout=0.3,
-        workers=8,
     )
     proxy = RuntimeProxyServer(opts)
     proxy.dispatcher.configs.recheck = 0.0
@@ -222,7 +221,6 @@ def test_a_proxy_started_before_containerd_learns_its_pods_later(tmp_path: Path)
         runtime_proxy_endpoint=str(tmp_path / "proxy.sock"),
         remote_runtime_service_endpoint=str(tmp_path / "cri.sock"),
         runtime_hooks_config_path=tmp_path / "hooks",
-        workers=4,
     )
     proxy = RuntimeProxyServer(opts)
     proxy.start(fail_over_timeout=0.2, retry_every=0.05)  # containerd is not there yet
