@@ -47,21 +47,24 @@ class _Transport(asyncio.Transport):
         return {"peername": ("127.0.0.1", 1)}.get(name, default)
 
 
-def test_writes_of_one_loop_turn_leave_in_one_write_in_order() -> None:
+def test_a_write_leaves_with_the_next_at_once_or_alone_at_the_end_of_the_turn() -> None:
     async def scenario() -> None:
         raw = _Transport()
         t = CoalescingTransport(raw, asyncio.get_running_loop())
-        t.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+        t.write(head)
         t.write(b"")  # nothing
-        t.write(memoryview(b"{}"))
-        assert raw.writes == [] and t.get_write_buffer_size() == 7 + 40
+        assert raw.writes == [] and t.get_write_buffer_size() == 7 + len(head)
+        t.write(memoryview(b"{}"))  # the body: head and body leave together, now (not at the end of the turn)
+        assert raw.writes == [head + b"{}"] and t.get_write_buffer_size() == 7
+        t.write(b"a")  # alone in its turn: leaves at the end of the turn
+        assert raw.writes == [head + b"{}"]
         await asyncio.sleep(0)
-        assert raw.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
-        t.writelines([b"a", b"b"])
+        assert raw.writes[1:] == [b"a"]
+        t.writelines([b"b", b"c", b"d"])  # pairs leave at once; the odd one at the end of the turn
+        assert raw.writes[2:] == [b"bc"]
         await asyncio.sleep(0)
-        t.write(b"c")  # a later turn: its own write
-        await asyncio.sleep(0)
-        assert raw.writes[1:] == [b"ab", b"c"]
+        assert raw.writes[2:] == [b"bc", b"d"]
         assert t.get_extra_info("peername") == ("127.0.0.1", 1)  # the rest is the transport's own
         t.write(b"last")
         t.write_eof()  # sends what is held first
@@ -70,6 +73,7 @@ def test_writes_of_one_loop_turn_leave_in_one_write_in_order() -> None:
         t.close()
         assert raw.writes[-1] == b"bye" and raw.events == ["eof", "close"]
         t.write(b"after close")  # the transport is closing: dropped, as the transport would
+        t.write(b"and more")
         await asyncio.sleep(0)
         assert raw.writes[-1] == b"bye"
 
