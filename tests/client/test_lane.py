@@ -50,7 +50,9 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]
 async def serve(handler: Handler) -> tuple[asyncio.Server, Lane]:
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    cfg = load_configuration(write_kubeconfig(Path(tempfile.mkdtemp(prefix="lane-")) / "kubeconfig", f"http://127.0.0.1:{port}"))
+    cfg = load_configuration(
+        write_kubeconfig(Path(tempfile.mkdtemp(prefix="lane-")) / "kubeconfig", f"http://127.0.0.1:{port}")
+    )
     return server, Lane(connection_settings(cfg))
 
 
