@@ -17,6 +17,7 @@ Score: ``leastUsed = (alloc - used) * 100 // alloc`` per resource, weighted by r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
@@ -474,69 +475,71 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 estimate,
             )
             if memo is not None:
-                codes = memo.take(rows)
-                bad = codes.nonzero()[0]
-                if not len(bad):
-                    return {}
-                statuses = self._exceed_by_code
-                return dict(zip(bad.tolist(), map(statuses.__getitem__, (codes[bad] - 1).tolist()), strict=True))
+                return self._failures(memo.take(rows))
         return self._filter_batch(state, rows, estimate, v)
 
     def _filter_codes(self, bound: npt.NDArray[np.uint64], v: int) -> tuple[RowFunction, OneRowFunction]:
-        """The functions of :meth:`filter_nodes`' memo (rows, one row): an int16 per row, 0 where a pod of estimate
-        ``bound`` (:attr:`_Estimate.filter_bound`) passes the usage thresholds of cut-off variant ``v``, else 1 +
-        the index of its reason in :attr:`_exceed_by_code`. No expiry test: the memo is read only while no
-        NodeMetric has expired or expiry is not checked."""
+        """The functions of :meth:`filter_nodes`' memo: :meth:`_codes` and :meth:`_code` for a pod of estimate
+        ``bound`` and cut-off variant ``v``. No expiry test: the memo is read only while no NodeMetric has expired
+        or expiry is not checked."""
+        return functools.partial(self._codes, bound=bound, v=v), functools.partial(self._code, bound=bound, v=v)
+
+    def _codes(self, rows: npt.NDArray[np.int64], bound: npt.NDArray[np.uint64], v: int) -> npt.NDArray[np.int16]:
+        """Filter's reason code of each of ``rows`` (int16, parallel) for a pod of estimate ``bound``
+        (:attr:`_Estimate.filter_bound`) against the usage thresholds of cut-off variant ``v`` (1 for a PROD pod):
+        0 where it passes, else 1 + ``2 * (its first resource over the cut-off) + (aggregated threshold)``, the
+        index of its reason in :attr:`_exceed_by_code` plus one. The expiry test is not made here."""
         table = self.handle.snapshot.table
+        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > bound
+        out = np.zeros(len(rows), dtype=np.int16)
+        bad = np.flatnonzero(_any_per_row(exceed))
+        if len(bad):
+            out[bad] = exceed[bad].argmax(axis=1) * 2 + table.column(_F_AGG[v])[rows[bad]] + 1
+        return out
 
-        def codes(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int16]:
-            exceed = table.column(_F_LIM[v]).take(rows, axis=0) > bound
-            out = np.zeros(len(rows), dtype=np.int16)
-            bad = np.flatnonzero(_any_per_row(exceed))
-            if len(bad):
-                out[bad] = exceed[bad].argmax(axis=1) * 2 + table.column(_F_AGG[v])[rows[bad]] + 1
-            return out
+    def _code(self, row: int, bound: npt.NDArray[np.uint64], v: int) -> int:
+        """:meth:`_codes` of the one ``row``, read as Python scalars: the batch path's numpy calls on one-row
+        arrays cost more than the comparisons themselves."""
+        table = self.handle.snapshot.table
+        exceed = (table.column(_F_LIM[v])[row] > bound).tolist()
+        if True not in exceed:
+            return 0
+        return 1 + 2 * exceed.index(True) + int(table.column(_F_AGG[v])[row])
 
-        def code(row: int) -> int:
-            exceed = (table.column(_F_LIM[v])[row] > bound).tolist()
-            if True not in exceed:
-                return 0
-            return 1 + 2 * exceed.index(True) + int(table.column(_F_AGG[v])[row])
-
-        return codes, code
+    def _failures(self, codes: npt.NDArray[np.int16]) -> FilterFailures:
+        """Failing positions of :meth:`_codes`' ``codes`` with their shared statuses, mapped in C: no Python
+        work per node (many fail on a loaded cluster; a loop with a tuple and a dict look-up each cost ~0.4 us a
+        node)."""
+        bad = codes.nonzero()[0]
+        if not len(bad):
+            return {}
+        statuses = self._exceed_by_code
+        return dict(zip(bad.tolist(), map(statuses.__getitem__, (codes[bad] - 1).tolist()), strict=True))
 
     def _filter_batch(
         self, state: CycleState, rows: npt.NDArray[np.int64], estimate: _Estimate, v: int
     ) -> FilterFailures:
-        """:meth:`filter_nodes` over ``rows`` without a memo: the expiry test and the comparison per row."""
-        table = self.handle.snapshot.table
-        exceed = table.column(_F_LIM[v]).take(rows, axis=0) > estimate.filter_bound
-        hit = _any_per_row(exceed)
+        """:meth:`filter_nodes` over ``rows`` without a memo: the expiry test, then :meth:`_codes`."""
+        codes = self._codes(rows, estimate.filter_bound, v)
         failures: FilterFailures = {}
         if self.args.filter_expired_node_metrics and not self._all_fresh(state.now):
+            table = self.handle.snapshot.table
             expired = table.column(_F_ON[v]).take(rows) & self._expired(table.column(_UPDATE).take(rows), state.now)
             if expired.any():
                 if not self.args.enable_schedule_when_node_metrics_expired:
                     status = Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED, plugin=NAME)
                     for pos in np.flatnonzero(expired).tolist():
                         failures[pos] = status
-                hit &= ~expired  # an expired NodeMetric's usage is not compared
-        if not hit.any():
-            return failures
-        bad = np.flatnonzero(hit)
-        # each failing node's reason as a code, 2 * (its first resource over the cut-off) + (aggregated
-        # threshold), mapped to the shared statuses in C: no Python work per node (many fail on a loaded
-        # cluster; a loop with a tuple and a dict look-up each cost ~0.4 us a node)
-        codes = exceed[bad].argmax(axis=1) * 2 + table.column(_F_AGG[v])[rows[bad]]
-        failures.update(zip(bad.tolist(), map(self._exceed_by_code.__getitem__, codes.tolist()), strict=True))
+                codes[expired] = 0  # an expired NodeMetric's usage is not compared
+        failures.update(self._failures(codes))
         return failures
 
     def _filter_row(self, state: CycleState, pod: PodInfo, row: int, v: int) -> FilterFailures:
         """:meth:`filter_nodes` for a batch of the one node at ``row`` (the binding cycle's re-check) with
-        ``v`` the cut-off variant (1 for a PROD pod), read as Python scalars: the batch path's ten numpy calls
-        on one-row arrays cost more than the comparisons themselves. Same verdicts, same statuses."""
+        ``v`` the cut-off variant (1 for a PROD pod), read as Python scalars (:meth:`_code`). Same verdicts, same
+        statuses."""
         table = self.handle.snapshot.table
-        exceed = (table.column(_F_LIM[v])[row] > self._estimate(state, pod).filter_bound).tolist()
+        bound = self._estimate(state, pod).filter_bound
         if (
             self.args.filter_expired_node_metrics
             and table.column(_F_ON[v])[row]
@@ -545,9 +548,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             if not self.args.enable_schedule_when_node_metrics_expired:
                 return {0: Status.unschedulable(ERR_REASON_NODE_METRIC_EXPIRED, plugin=NAME)}
             return {}  # an expired NodeMetric's usage is not compared
-        if True not in exceed:
-            return {}
-        return {0: self._exceed_by_code[2 * exceed.index(True) + int(table.column(_F_AGG[v])[row])]}
+        code = self._code(row, bound, v)
+        return {0: self._exceed_by_code[code - 1]} if code else {}
 
     # ------------------------------------------------------------------ score
     def score_nodes(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
@@ -577,8 +579,8 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
                 table.generation,
                 table.capacity,
                 lambda: (
-                    lambda memo_rows: self._score_rows(memo_rows, key, estimate.vector, None),
-                    lambda row: self._score_row(row, key, estimate.vector),
+                    functools.partial(self._score_rows, key=key, vector=estimate.vector, now=None),
+                    functools.partial(self._score_row, key=key, vector=estimate.vector),
                 ),
                 estimate,
             )
@@ -597,11 +599,11 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
             return 0
         least: list[int] = []
         columns = (table.column(_ALLOC)[row].tolist(), table.column(key)[row].tolist(), vector.tolist())
+        in_int64 = True
         for a, u, e in zip(*columns, strict=True):
             used = u + e
             part = max(a - used, 0) * MAX_NODE_SCORE
-            if not (_INT64_MIN <= used <= _INT64_MAX and _INT64_MIN <= a - used <= _INT64_MAX and part <= _INT64_MAX):
-                return int(self._score_rows(np.array([row], dtype=np.int64), key, vector, None)[0])
+            in_int64 &= _INT64_MIN <= used <= _INT64_MAX and _INT64_MIN <= a - used <= _INT64_MAX and part <= _INT64_MAX
             least.append(part // max(a, 1))
         score = sum(p * w for p, w in zip(least, self._weights_list, strict=True))
         weight_sum = self._weight_sum
@@ -609,7 +611,7 @@ class LoadAwareScheduling(CacheListener, FilterPlugin, ScorePlugin, ServiceProvi
         if dominant:
             score += min(min(least), MAX_NODE_SCORE) * dominant
             weight_sum += dominant
-        if not _INT64_MIN <= score <= _INT64_MAX:
+        if not (in_int64 and _INT64_MIN <= score <= _INT64_MAX):
             return int(self._score_rows(np.array([row], dtype=np.int64), key, vector, None)[0])
         return score // weight_sum if weight_sum > 0 else 0
 
