@@ -34,7 +34,7 @@ from app.server import extender_routes, health_routes, inspect_routes, snapshot_
 from app.server.bodylimit import install_body_limit
 from app.server.clientauth import ClientAuth, ClientAuthMiddleware
 from app.server.extender import ExtenderService
-from app.server.extender_routes import VERBS, VerbFastPath
+from app.server.extender_routes import VERBS, InlineVerbs, VerbFastPath
 from app.server.inspectauth import InspectionAccess, InspectionGuard, certificate_access
 from app.server.metrics import ServiceMetrics
 from app.server.state import ServiceState
@@ -262,6 +262,7 @@ def create_app(
     if serves_extender(role):
         front: ASGIApp = VerbFastPath(app.stack_call, state=state, max_body_size=max_request_body_bytes)
         app.verb_front = ClientAuthMiddleware(front, rules=rules) if rules is not None else front
+        app.inline_verbs = InlineVerbs(state, max_request_body_bytes, rules)
     return app
 
 
@@ -278,6 +279,9 @@ class ServiceApp(FastAPI):
 
     #: The verbs' ASGI app, set by :func:`create_app` for roles that serve the extender; None: no verbs.
     verb_front: ASGIApp | None = None
+    #: The verbs :class:`~app.server.httpprotocol.ServiceProtocol` answers without an ASGI cycle, set with
+    #: :attr:`verb_front`; None: none.
+    inline_verbs: InlineVerbs | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a verb call through :attr:`verb_front`, anything else through :meth:`stack_call`."""

@@ -155,14 +155,16 @@ class ClientAuthMiddleware:
         if scope["type"] == "http":
             rule = self._by_path.get(scope["path"])
             if rule is not None:
-                refusal = _refusal(rule, (scope.get("extensions") or {}).get("tls"))
+                refusal = client_refusal(rule, (scope.get("extensions") or {}).get("tls"))
                 if refusal is not None:
                     await error_response(*refusal)(scope, receive, send)
                     return
         await self.app(scope, receive, send)
 
 
-def _refusal(rule: ClientRule, tls: dict[str, Any] | None) -> tuple[str, int] | None:
+def client_refusal(rule: ClientRule, tls: dict[str, Any] | None) -> tuple[str, int] | None:
+    """(message, 401 or 403) when the client certificate of ``tls`` (the ASGI TLS extension; None or without a
+    chain: no verified certificate) may not call ``rule``'s paths; None when it may."""
     if not tls or not tls.get("client_cert_chain"):
         return (f"the {rule.what} require a client certificate signed by the --client-ca-file CA", 401)
     cn = tls.get("client_cert_cn")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import orjson
@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.extender import ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.cache.podinfo import PodError
 from app.server.bodylimit import too_large_message
+from app.server.clientauth import ClientRule, client_refusal
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, decode_extender_args
 
@@ -35,6 +36,10 @@ router = APIRouter(tags=["extender"])
 Handler = Callable[[ServiceState, bytes, Receive], Awaitable[Any]]
 
 
+#: A verb's handler that never waits: (service state, request body) -> the answer (JSON-able).
+SyncHandler = Callable[[ServiceState, bytes], Any]
+
+
 async def _answer(state: ServiceState, verb: str, handler: Handler, body: bytes, receive: Receive) -> tuple[int, bytes]:
     """Run ``handler``, time and count the call: (HTTP status, JSON body); BadRequest/PodError become 400."""
     start = time.perf_counter()
@@ -42,6 +47,21 @@ async def _answer(state: ServiceState, verb: str, handler: Handler, body: bytes,
         code, content = 200, await handler(state, body, receive)
     except (BadRequest, PodError) as exc:
         code, content = 400, {"message": str(exc)}
+    return _encoded(state, verb, start, code, content)
+
+
+def answer_now(state: ServiceState, verb: str, handler: SyncHandler, body: bytes) -> tuple[int, bytes]:
+    """:func:`_answer` for a handler that never waits, called without an event-loop step: (HTTP status, JSON
+    body); BadRequest/PodError become 400, anything else raised propagates (a bug)."""
+    start = time.perf_counter()
+    try:
+        code, content = 200, handler(state, body)
+    except (BadRequest, PodError) as exc:
+        code, content = 400, {"message": str(exc)}
+    return _encoded(state, verb, start, code, content)
+
+
+def _encoded(state: ServiceState, verb: str, start: float, code: int, content: Any) -> tuple[int, bytes]:
     data = orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
     state.metrics.observe(verb, code, time.perf_counter() - start)
     return code, data
@@ -55,7 +75,13 @@ async def _serve(request: Request, verb: str, handler: Handler) -> Response:
     return Response(content=data, status_code=code, media_type="application/json")
 
 
-async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
+def filter_now(state: ServiceState, body: bytes) -> Any:
+    """The ``/filter`` answer to ``body`` (ExtenderArgs -> ExtenderFilterResult); a preemption the filter calls
+    for is started as a task of the running loop.
+
+    Raises:
+        BadRequest, PodError: ``body`` is not a valid ExtenderArgs (answered 400).
+    """
     args = decode_extender_args(body, state.extender.name_lists)
     result, preemption = state.extender.filter_and_preempt(args, fragments=True)
     if preemption is not None:
@@ -63,8 +89,21 @@ async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
     return result
 
 
-async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
+def prioritize_now(state: ServiceState, body: bytes) -> Any:
+    """The ``/prioritize`` answer to ``body`` (ExtenderArgs -> HostPriorityList, scores 0..10).
+
+    Raises:
+        BadRequest, PodError: ``body`` is not a valid ExtenderArgs (answered 400).
+    """
     return state.extender.prioritize_answer(decode_extender_args(body, state.extender.name_lists))
+
+
+async def _filter(state: ServiceState, body: bytes, receive: Receive) -> Any:
+    return filter_now(state, body)
+
+
+async def _prioritize(state: ServiceState, body: bytes, receive: Receive) -> Any:
+    return prioritize_now(state, body)
 
 
 async def _preempt(state: ServiceState, body: bytes, receive: Receive) -> Any:
@@ -92,6 +131,60 @@ VERBS: dict[str, tuple[str, Handler]] = {
     "/preempt": ("preempt", _preempt),
     "/bind": ("bind", _bind),
 }
+
+
+class InlineVerbs:
+    """The verbs the HTTP protocol answers inside its parser callback, with no ASGI request cycle: ``POST /filter``
+    and ``POST /prioritize``, whose handlers never wait (:func:`filter_now`, :func:`prioritize_now`).
+
+    kube-scheduler makes both calls inside its serial scheduling cycle, so their latency is paid once per pod, and
+    uvicorn's ASGI cycle (a scope, a task, receive and send messages) costs ~0.1 ms of CPU per call before any
+    handler runs (``bench/cycle.py``'s ``http_floor``, issue 47). :class:`app.server.httpprotocol.ServiceProtocol`
+    uses this object, found as ``inline_verbs`` on the app it serves, to answer those two verbs in the same
+    event-loop step as the request's last bytes: same handlers, answers, metrics, body limit and client-certificate
+    rules as :class:`VerbFastPath` behind :class:`~app.server.clientauth.ClientAuthMiddleware`.
+
+    Args:
+        state: the service state the handlers use.
+        max_body_size: the request body limit in bytes (a larger body is answered 413).
+        rules: the client-certificate rules (None: no client certificate is asked).
+    """
+
+    #: Raw request target -> (verb name in the metrics, path, handler).
+    HANDLERS: dict[bytes, tuple[str, str, SyncHandler]] = {
+        b"/filter": ("filter", "/filter", filter_now),
+        b"/prioritize": ("prioritize", "/prioritize", prioritize_now),
+    }
+
+    def __init__(self, state: ServiceState, max_body_size: int, rules: Iterable[ClientRule] | None = None) -> None:
+        self.state = state
+        self.max_body_size = max_body_size
+        self._rules: dict[str, ClientRule] = {}
+        for rule in rules or ():
+            for path in rule.paths:
+                self._rules.setdefault(path, rule)
+
+    def refusal(self, target: bytes, tls: dict[str, Any] | None) -> tuple[int, bytes] | None:
+        """(401 or 403, JSON ``{"message"}``) when the connection's client certificate (``tls``: the ASGI TLS
+        extension, None without TLS) may not call the verb ``target`` names; None when it may."""
+        rule = self._rules.get(self.HANDLERS[target][1])
+        refusal = client_refusal(rule, tls) if rule is not None else None
+        if refusal is None:
+            return None
+        return refusal[1], orjson.dumps({"message": refusal[0]})
+
+    def too_large(self) -> tuple[int, bytes]:
+        """The 413 answer to a body over the limit (as :class:`VerbFastPath` gives it)."""
+        return 413, orjson.dumps({"message": too_large_message(self.max_body_size)})
+
+    def answer(self, target: bytes, body: bytes) -> tuple[int, bytes]:
+        """(HTTP status, JSON body) of the verb ``target`` names (a key of :data:`HANDLERS`), timed and counted.
+
+        Raises:
+            Exception: whatever the handler raises other than a bad request (a bug; answered 500).
+        """
+        verb, _, handler = self.HANDLERS[target]
+        return answer_now(self.state, verb, handler, body)
 
 
 class VerbFastPath:

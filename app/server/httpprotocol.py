@@ -17,9 +17,13 @@ saved system call gave.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE
+
 from app.server.clientauth import TLSScopeProtocol
+from app.server.extender_routes import InlineVerbs
 
 
 class CoalescingTransport:
@@ -55,6 +59,13 @@ class CoalescingTransport:
         self._held = None
         if not self._transport.is_closing():
             self._transport.write(held + data)
+
+    def write_now(self, data: bytes) -> None:
+        """Send what is held and ``data`` in one write now: for a whole answer, which nothing follows."""
+        held = self._held
+        self._held = None
+        if not self._transport.is_closing():
+            self._transport.write(held + data if held else data)
 
     def writelines(self, lines: Any) -> None:
         """:meth:`write` of each of ``lines``."""
@@ -94,10 +105,119 @@ class CoalescingTransport:
 
 class ServiceProtocol(TLSScopeProtocol):
     """uvicorn's httptools protocol as the service runs it: the ASGI TLS extension in every scope
-    (:class:`~app.server.clientauth.TLSScopeProtocol`) and each answer written in one piece
-    (:class:`CoalescingTransport`). Pass the class as uvicorn's ``http``."""
+    (:class:`~app.server.clientauth.TLSScopeProtocol`), each answer written in one piece
+    (:class:`CoalescingTransport`), and ``POST /filter`` and ``POST /prioritize`` answered inline.
+
+    Inline: when the served app has ``inline_verbs`` (:class:`~app.server.extender_routes.InlineVerbs`, set by
+    :func:`app.server.app.create_app` for roles that serve the extender), a request for one of its verbs is
+    answered from the parser's message-complete callback, with no ASGI scope, task or messages: the answer is
+    written in the event-loop step that read the request's last bytes. The same handlers, answers, metrics, body
+    limit (413) and client-certificate rules (401/403) apply as on the ASGI path; a handler's unexpected exception
+    is logged as uvicorn logs it and answered with uvicorn's plain 500 and ``connection: close``. Everything else
+    takes uvicorn's ASGI path: other methods and paths (a query string included), a request pipelined behind an
+    unfinished one (answers stay in order), ``Expect: 100-continue``, upgrades, and every request when uvicorn
+    writes access lines (its access logger has a handler and logs INFO) or serves under a ``root_path``.
+    Pass the class as uvicorn's ``http``.
+    """
+
+    _inline: InlineVerbs | None = None
+    #: The raw target of the inline request being read (None: the request takes the ASGI path).
+    _inline_target: bytes | None = None
+    _inline_keep_alive = True
+    _inline_parts: list[bytes]
+    #: Body bytes of the inline request so far; -1 once over the limit (the rest is discarded).
+    _inline_size = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Set the connection up as :class:`~app.server.clientauth.TLSScopeProtocol` does, over a
-        :class:`CoalescingTransport` of ``transport``."""
+        :class:`CoalescingTransport` of ``transport``, and find the app's inline verbs."""
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        inline = getattr(self.config.app, "inline_verbs", None)
+        logs_access = self.access_log and self.access_logger.isEnabledFor(logging.INFO)  # uvicorn's level for them
+        if isinstance(inline, InlineVerbs) and not logs_access and not self.root_path:
+            self._inline = inline
+        self._inline_parts = []
+
+    def on_headers_complete(self) -> None:
+        """Take an inline verb's request (see the class), or start the ASGI cycle as uvicorn does."""
+        inline = self._inline
+        if (
+            inline is not None
+            and self.url in inline.HANDLERS
+            and self.parser.get_method() == b"POST"
+            and not self.expect_100_continue
+            and not self.pipeline
+            and (self.cycle is None or self.cycle.response_complete)
+            and not self.parser.should_upgrade()
+        ):
+            self._inline_target = self.url
+            self._inline_keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
+            self._inline_parts = []
+            self._inline_size = 0
+            for name, value in self.headers:
+                if name == b"content-length" and value.isdigit() and int(value) > inline.max_body_size:
+                    self._inline_size = -1
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        """Keep an inline request's body (dropped once over the limit), or hand it to the ASGI cycle."""
+        if self._inline_target is None:
+            super().on_body(body)
+            return
+        if self._inline_size < 0:
+            return
+        assert self._inline is not None
+        self._inline_size += len(body)
+        if self._inline_size > self._inline.max_body_size:
+            self._inline_size = -1
+            self._inline_parts = []
+            return
+        self._inline_parts.append(body)
+
+    def on_message_complete(self) -> None:
+        """Answer an inline request now, or tell the ASGI cycle its body is complete."""
+        target = self._inline_target
+        if target is None:
+            super().on_message_complete()
+            return
+        self._inline_target = None
+        inline = self._inline
+        assert inline is not None
+        parts, self._inline_parts = self._inline_parts, []
+        answer = inline.refusal(target, self._tls)
+        if answer is None:
+            if self._inline_size < 0:
+                answer = inline.too_large()
+            else:
+                body = parts[0] if len(parts) == 1 else b"".join(parts)
+                try:
+                    answer = inline.answer(target, body)
+                except Exception as exc:  # a bug: logged and answered as uvicorn does for an ASGI app
+                    self.logger.error("Exception in ASGI application\n", exc_info=exc)
+                    self._write_answer(500, _INTERNAL_ERROR, b"text/plain; charset=utf-8", keep_alive=False)
+                    return
+        self._write_answer(answer[0], answer[1], b"application/json", keep_alive=self._inline_keep_alive)
+
+    def _write_answer(self, status: int, body: bytes, content_type: bytes, *, keep_alive: bool) -> None:
+        """Write one answer (uvicorn's default headers first) in one write; close the connection unless
+        ``keep_alive``; then finish the request as uvicorn's cycle does (count it, arm the keep-alive timer)."""
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [b"content-length: ", str(len(body)).encode(), b"\r\ncontent-type: ", content_type, b"\r\n"]
+        if not keep_alive:
+            head.append(b"connection: close\r\n")
+        head += [b"\r\n", body]
+        transport = self.transport
+        data = b"".join(head)
+        if isinstance(transport, CoalescingTransport):
+            transport.write_now(data)  # a whole answer: nothing to wait for
+        else:
+            transport.write(data)
+        if not keep_alive:
+            self.transport.close()
+        self.on_response_complete()
+
+
+_INTERNAL_ERROR = b"Internal Server Error"

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from app.cli.certs import new_ca, new_client_cert
 from app.cli.main import cli
 from app.server.app import create_app
 from app.server.clientauth import ClientAuth, TLSScopeProtocol
+from app.server.httpprotocol import ServiceProtocol
 from app.server.tls import CertReloader
 from app.sources.files import FileSource
 from tests.conftest import EXAMPLE_CLUSTER, filter_body, free_port, wire
@@ -48,7 +50,9 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class TLSServer:
     """The app under uvicorn with TLS as ``koord scheduler`` sets it up."""
 
-    def __init__(self, certs: Path, cluster: Path, client_auth: ClientAuth | None) -> None:
+    def __init__(
+        self, certs: Path, cluster: Path, client_auth: ClientAuth | None, protocol: type[Any] = ServiceProtocol
+    ) -> None:
         ca = certs / "ca.crt" if client_auth is not None else None
         reloader = CertReloader(certs / "tls.crt", certs / "tls.key", client_ca_file=ca)
         app = create_app(FileSource(cluster, poll_interval=0), client_auth=client_auth)
@@ -59,7 +63,7 @@ class TLSServer:
                 host="127.0.0.1",
                 port=self.port,
                 log_level="warning",
-                http=TLSScopeProtocol,
+                http=protocol,
                 ssl_context_factory=lambda _cfg, _default: reloader.context,
             )
         )
@@ -97,10 +101,12 @@ def cluster(tmp_path: Path) -> Path:
     return target
 
 
-@pytest.fixture
-def mtls(certs: Path, cluster: Path) -> Iterator[TLSServer]:
+@pytest.fixture(params=[ServiceProtocol, TLSScopeProtocol], ids=["service-protocol", "asgi-only"])
+def mtls(certs: Path, cluster: Path, request: pytest.FixtureRequest) -> Iterator[TLSServer]:
+    """The service with client-certificate rules, under its own protocol (``/filter`` and ``/prioritize``
+    answered inline) and under the plain ASGI protocol: the rules must hold the same on both paths."""
     auth = ClientAuth(frozenset({"koord-scheduler"}), frozenset({"kube-apiserver"}))
-    with TLSServer(certs, cluster, auth) as srv:
+    with TLSServer(certs, cluster, auth, protocol=request.param) as srv:
         yield srv
 
 
@@ -127,6 +133,11 @@ def test_each_caller_reaches_only_its_endpoints(
     with mtls.client(cn) as c:
         r = c.post("/filter", json=calls["/filter"])
         assert r.status_code == filter_code, r.text
+        p = c.post("/prioritize", json=calls["/filter"])
+        assert (p.status_code, p.json().get("message") if filter_code != 200 else None) == (
+            filter_code,
+            r.json().get("message") if filter_code != 200 else None,
+        ), p.text
         w = c.post("/mutate-pod", json=calls["/mutate-pod"])
         assert w.status_code == webhook_code, w.text
         for answer in (r, w):
