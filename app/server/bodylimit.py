@@ -10,8 +10,10 @@ while a route reads a streamed body is answered in the same JSON shape as every 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+import orjson
 from fastapi import FastAPI, Request, Response
-from starlette.datastructures import Headers
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -21,6 +23,17 @@ from app.server.wire import error_response
 def too_large_message(limit: int) -> str:
     """The 413 message: ``request body exceeds the limit of <limit> bytes (--max-request-body-bytes)``."""
     return f"request body exceeds the limit of {limit} bytes (--max-request-body-bytes)"
+
+
+def too_large_body(limit: int) -> bytes:
+    """The 413 answer's JSON body: ``{"message": too_large_message(limit)}``, as :func:`error_response` encodes it."""
+    return orjson.dumps({"message": too_large_message(limit)})
+
+
+def announced_over(headers: Iterable[tuple[bytes, bytes]], limit: int) -> bool:
+    """Whether the request's ``Content-Length`` (in ASGI's raw headers, names lower-case) announces more than
+    ``limit`` bytes; False when none is announced (a chunked body is counted as it is read)."""
+    return any(name == b"content-length" and value.isdigit() and int(value) > limit for name, value in headers)
 
 
 class BodyLimitMiddleware:
@@ -37,11 +50,9 @@ class BodyLimitMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 413 at once for an announced oversize body; otherwise count the bytes as they are read."""
-        if scope["type"] == "http":
-            announced = Headers(scope=scope).get("content-length")
-            if announced is not None and announced.isdigit() and int(announced) > self.max_body_size:
-                await error_response(too_large_message(self.max_body_size), 413)(scope, receive, send)
-                return
+        if scope["type"] == "http" and announced_over(scope["headers"], self.max_body_size):
+            await error_response(too_large_message(self.max_body_size), 413)(scope, receive, send)
+            return
         await self.app(scope, receive, send)
 
 

@@ -145,10 +145,7 @@ class ClientAuthMiddleware:
 
     def __init__(self, app: ASGIApp, rules: Iterable[ClientRule]) -> None:
         self.app = app
-        self._by_path: dict[str, ClientRule] = {}
-        for rule in rules:
-            for path in rule.paths:
-                self._by_path.setdefault(path, rule)
+        self._by_path = rules_by_path(rules)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer 401/403 for a covered path whose caller is not allowed; pass everything else on."""
@@ -160,6 +157,15 @@ class ClientAuthMiddleware:
                     await error_response(*refusal)(scope, receive, send)
                     return
         await self.app(scope, receive, send)
+
+
+def rules_by_path(rules: Iterable[ClientRule]) -> dict[str, ClientRule]:
+    """Request path -> the rule covering it; a path in two rules takes the first."""
+    by_path: dict[str, ClientRule] = {}
+    for rule in rules:
+        for path in rule.paths:
+            by_path.setdefault(path, rule)
+    return by_path
 
 
 def client_refusal(rule: ClientRule, tls: dict[str, Any] | None) -> tuple[str, int] | None:

@@ -24,8 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.extender import ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.cache.podinfo import PodError
-from app.server.bodylimit import too_large_message
-from app.server.clientauth import ClientRule, client_refusal
+from app.server.bodylimit import announced_over, too_large_body
+from app.server.clientauth import ClientRule, client_refusal, rules_by_path
 from app.server.state import ServiceState
 from app.server.wire import BadRequest, decode, decode_extender_args
 
@@ -159,10 +159,7 @@ class InlineVerbs:
     def __init__(self, state: ServiceState, max_body_size: int, rules: Iterable[ClientRule] | None = None) -> None:
         self.state = state
         self.max_body_size = max_body_size
-        self._rules: dict[str, ClientRule] = {}
-        for rule in rules or ():
-            for path in rule.paths:
-                self._rules.setdefault(path, rule)
+        self._rules = rules_by_path(rules or ())
 
     def refusal(self, target: bytes, tls: dict[str, Any] | None) -> tuple[int, bytes] | None:
         """(401 or 403, JSON ``{"message"}``) when the connection's client certificate (``tls``: the ASGI TLS
@@ -175,7 +172,7 @@ class InlineVerbs:
 
     def too_large(self) -> tuple[int, bytes]:
         """The 413 answer to a body over the limit (as :class:`VerbFastPath` gives it)."""
-        return 413, orjson.dumps({"message": too_large_message(self.max_body_size)})
+        return 413, too_large_body(self.max_body_size)
 
     def answer(self, target: bytes, body: bytes) -> tuple[int, bytes]:
         """(HTTP status, JSON body) of the verb ``target`` names (a key of :data:`HANDLERS`), timed and counted.
@@ -216,7 +213,7 @@ class VerbFastPath:
             return
         body = await self._body(scope, receive)
         if body is None:
-            code, data = 413, orjson.dumps({"message": too_large_message(self.max_body_size)})
+            code, data = 413, too_large_body(self.max_body_size)
         else:
             code, data = await _answer(self.state, verb[0], verb[1], body, receive)
         await send(
@@ -230,9 +227,8 @@ class VerbFastPath:
 
     async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
         """The whole request body, or None once it is (announced or read) over the limit."""
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body_size:
-                return None
+        if announced_over(scope["headers"], self.max_body_size):
+            return None
         chunks: list[bytes] = []
         size = 0
         while True:

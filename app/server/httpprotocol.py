@@ -22,6 +22,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE
 
+from app.server.bodylimit import announced_over
 from app.server.clientauth import TLSScopeProtocol
 from app.server.extender_routes import InlineVerbs
 
@@ -121,6 +122,8 @@ class ServiceProtocol(TLSScopeProtocol):
     """
 
     _inline: InlineVerbs | None = None
+    #: The connection's transport as this protocol wrapped it (``self.transport`` is the same object).
+    _out: CoalescingTransport
     #: The raw target of the inline request being read (None: the request takes the ASGI path).
     _inline_target: bytes | None = None
     _inline_keep_alive = True
@@ -131,7 +134,8 @@ class ServiceProtocol(TLSScopeProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Set the connection up as :class:`~app.server.clientauth.TLSScopeProtocol` does, over a
         :class:`CoalescingTransport` of ``transport``, and find the app's inline verbs."""
-        super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._out = CoalescingTransport(transport, self.loop)
+        super().connection_made(self._out)  # type: ignore[arg-type]
         inline = getattr(self.config.app, "inline_verbs", None)
         logs_access = self.access_log and self.access_logger.isEnabledFor(logging.INFO)  # uvicorn's level for them
         if isinstance(inline, InlineVerbs) and not logs_access and not self.root_path:
@@ -153,10 +157,7 @@ class ServiceProtocol(TLSScopeProtocol):
             self._inline_target = self.url
             self._inline_keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
             self._inline_parts = []
-            self._inline_size = 0
-            for name, value in self.headers:
-                if name == b"content-length" and value.isdigit() and int(value) > inline.max_body_size:
-                    self._inline_size = -1
+            self._inline_size = -1 if announced_over(self.headers, inline.max_body_size) else 0
             return
         super().on_headers_complete()
 
@@ -209,14 +210,9 @@ class ServiceProtocol(TLSScopeProtocol):
         if not keep_alive:
             head.append(b"connection: close\r\n")
         head += [b"\r\n", body]
-        transport = self.transport
-        data = b"".join(head)
-        if isinstance(transport, CoalescingTransport):
-            transport.write_now(data)  # a whole answer: nothing to wait for
-        else:
-            transport.write(data)
+        self._out.write_now(b"".join(head))  # a whole answer: nothing to wait for
         if not keep_alive:
-            self.transport.close()
+            self._out.close()
         self.on_response_complete()
 
 
