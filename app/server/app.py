@@ -128,7 +128,7 @@ def build_state(
     handle = Handle(cache, client=source, synced=source.ready, leading=leading)
     framework = Framework(config or default_config(registry.names()), registry, handle)
     extender = ExtenderService(cache, framework, source)
-    metrics = ServiceMetrics(cache, lambda: source, extender.rejections, framework.plugins)
+    metrics = ServiceMetrics(cache, lambda: source, extender.rejections, framework.plugins, extender.ahead_outcomes)
     loops = LoopSupervisor()
     source.loops = loops  # the source's loops (file poll, reflectors) run under the service's supervisor
     return ServiceState(cache, framework, source, extender, metrics, loops)

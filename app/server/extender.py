@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -22,6 +24,7 @@ from cachetools import LRUCache
 
 from app.api.extender import RAW_NULL, ExtenderArgs, ExtenderBindingArgs, ExtenderPreemptionArgs
 from app.api.jsonbytes import stored_json
+from app.cache.changestamps import ChangeStamps, Stamp
 from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo, parse_pod
 from app.cache.snapshot import ClusterCache
@@ -104,6 +107,23 @@ _SHARED_BATCHES = 128
 #: A preemption decided at filter time: the plugin that runs it, the preemptor and the chosen candidate.
 Preemption = tuple[PreemptionPlugin, PodInfo, Candidate]
 
+#: Seconds a ``/prioritize`` answer worked out ahead (:meth:`ExtenderService.score_ahead`) stays usable: kube-scheduler
+#: asks within milliseconds of the ``/filter`` answer. The bound keeps what the scores read of the clock
+#: (NodeMetric freshness, LoadAware's estimation windows) within this much of the request.
+AHEAD_MAX_AGE_S = 0.25
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """A ``/prioritize`` answer worked out ahead: for the pod of ``pod_json`` over ``names``, while ``stamp``
+    holds; ``at`` is ``time.monotonic()`` then."""
+
+    pod_json: bytes
+    names: list[str]
+    stamp: Stamp
+    answer: orjson.Fragment
+    at: float
+
 
 class ExtenderService:
     """Answers filter / prioritize / preempt / bind / explain.
@@ -133,6 +153,15 @@ class ExtenderService:
         #: batches of shared name lists (:attr:`~app.server.wire.ExtenderCall.names_shared`) by the list's id:
         #: (the list, table generation, the batch); the entry holds the list, so its id is not reused meanwhile
         self._shared_batches: dict[int, tuple[list[str], int, NodeBatch]] = {}
+        #: change counters of the cache's nodes, for answers worked out ahead (:meth:`score_ahead`)
+        self.stamps = ChangeStamps(cache.table)
+        cache.add_listener(self.stamps)
+        #: what the last ``/filter`` passed, to score ahead: (pod JSON, pod, passing names, their rows)
+        self._to_score: tuple[bytes, PodInfo, list[str], npt.NDArray[np.int64]] | None = None
+        self._ahead: _Ahead | None = None
+        #: ``/prioritize`` calls answered with the answer worked out ahead, and calls that found one unusable
+        #: (/metrics reads them as ``koord_extender_prioritize_ahead_total{outcome}``)
+        self.ahead_outcomes: Counter[str] = Counter()
 
     # ------------------------------------------------------------------ helpers
     def pod_info(self, obj: dict[str, Any]) -> PodInfo:
@@ -394,6 +423,7 @@ class ExtenderService:
         self, args: VerbArgs, *, preempt: bool, fragments: bool = False
     ) -> tuple[dict[str, Any], Preemption | None]:
         preemption: Preemption | None = None
+        self._to_score = None
         names = self.candidate_names(args)
         failed: dict[str, str] = {}
         unresolvable: dict[str, str] = {}
@@ -423,13 +453,17 @@ class ExtenderService:
                     passing_pos = positions
                     if missing:  # else _batch already keeps this batch for these names
                         self._remember_batch(batch.names, batch.rows, share)
+                    if len(batch):
+                        self._keep_to_score(args, pod, batch.names, batch.rows)
                 else:  # ``survivors``: the passing positions in the batch, ascending
                     # the batch's positions are the request's own when every name was known (no list -> array)
                     survivor_list = survivors.tolist()
                     passing_pos = survivor_list if not missing else np.asarray(positions)[survivors].tolist()
                     if survivor_list:
                         passing_names = list(map(batch.names.__getitem__, survivor_list))
-                        self._remember_batch(passing_names, batch.rows[survivors], share)
+                        passing_rows = batch.rows[survivors]
+                        self._remember_batch(passing_names, passing_rows, share)
+                        self._keep_to_score(args, pod, passing_names, passing_rows)
                 self._record_failures(batch.names, failures, failed, unresolvable)
         except Exception as exc:  # a plugin bug must not take the service down
             log.exception("filter failed")
@@ -500,10 +534,60 @@ class ExtenderService:
         Raises:
             PodError: the request's pod is malformed (HTTP 400 upstream of here).
         """
+        ahead = self._ahead
+        if ahead is not None:
+            self._ahead = None
+            if self._ahead_answers(ahead, args):
+                self.ahead_outcomes["used"] += 1
+                return ahead.answer
+            self.ahead_outcomes["unusable"] += 1
         names, scores, batch = self._prioritize(args)
         if len(batch) == len(names):  # every node known: the batch's rows are the names' rows, found by row
             return self._priorities.encode_rows(names, batch.rows, scores, self.cache.table.generation)
         return self._priorities.encode(names, scores.tolist())
+
+    def _keep_to_score(self, args: VerbArgs, pod: PodInfo, names: list[str], rows: npt.NDArray[np.int64]) -> None:
+        """Keep what ``/filter`` passed (``names``, all known, at ``rows``) for :meth:`score_ahead`, when the request's
+        pod came as bytes (an HTTP call with ``NodeNames``): the ``/prioritize`` that follows is matched by them."""
+        if isinstance(args, ExtenderCall) and args.pod_json is not None and args.NodeNames is not None:
+            self._to_score = (args.pod_json, pod, names, rows)
+
+    def score_ahead(self) -> None:
+        """Work out the ``/prioritize`` answer for what the last ``/filter`` passed, once its answer is on its way.
+
+        kube-scheduler asks ``/prioritize`` for the pod and the nodes it kept after its own scoring, which takes a
+        few milliseconds; this moves the scoring out of that call. The answer is used by :meth:`prioritize_answer`
+        only for the same pod JSON and the same names, within :data:`AHEAD_MAX_AGE_S`, while no change counter of
+        those nodes moved (:class:`~app.cache.changestamps.ChangeStamps`: nothing about them changed, nor anything
+        tied to no node): the answer is then what scoring at the request gives. A plugin error drops it (the request
+        then scores and meets the error itself). Does nothing after a ``/filter`` that passed no node or came
+        without pod bytes.
+        """
+        job, self._to_score = self._to_score, None
+        if job is None:
+            return
+        pod_json, pod, names, rows = job
+        table = self.cache.table
+        try:
+            stamp = self.stamps.stamp(rows)
+            result = self._scores(self.framework.new_cycle(), pod, NodeBatch(rows, names))
+            scores = result.extender_scores() if result is not None else np.zeros(len(names), dtype=np.int64)
+            answer = self._priorities.encode_rows(names, rows, scores, table.generation)
+        except Exception:  # a plugin bug: the request meets it again and answers as it always did
+            log.debug("scoring ahead for a /prioritize failed", exc_info=True)
+            return
+        self._ahead = _Ahead(pod_json, names, stamp, answer, time.monotonic())
+
+    def _ahead_answers(self, ahead: _Ahead, args: VerbArgs) -> bool:
+        """Whether ``ahead`` is the answer to the ``/prioritize`` call ``args`` (see :meth:`score_ahead`)."""
+        if not isinstance(args, ExtenderCall) or args.pod_json != ahead.pod_json:
+            return False
+        names = args.NodeNames
+        return (
+            (names is ahead.names or names == ahead.names)
+            and time.monotonic() - ahead.at <= AHEAD_MAX_AGE_S
+            and self.stamps.unchanged(ahead.stamp)
+        )
 
     def prioritize_scores(self, args: VerbArgs) -> tuple[list[str], list[int]]:
         """The request's node names and their extender scores 0..10 (parallel lists); unknown nodes score 0.

@@ -183,6 +183,13 @@ class InlineVerbs:
         verb, _, handler = self.HANDLERS[target]
         return answer_now(self.state, verb, handler, body)
 
+    def after(self, target: bytes) -> None:
+        """Work done once the answer to the verb ``target`` names is written: after ``/filter``, the ``/prioritize``
+        answer that kube-scheduler asks for next is worked out ahead
+        (:meth:`~app.server.extender.ExtenderService.score_ahead`), while kube-scheduler runs its own scoring."""
+        if target == b"/filter":
+            self.state.extender.score_ahead()
+
 
 class VerbFastPath:
     """ASGI middleware answering ``POST`` of the extender verbs (:data:`VERBS`) directly.

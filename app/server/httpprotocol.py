@@ -118,7 +118,9 @@ class ServiceProtocol(TLSScopeProtocol):
     takes uvicorn's ASGI path: other methods and paths (a query string included), a request pipelined behind an
     unfinished one (answers stay in order), ``Expect: 100-continue``, upgrades, and every request when uvicorn
     writes access lines (its access logger has a handler and logs INFO) or serves under a ``root_path``.
-    Pass the class as uvicorn's ``http``.
+    Once an inline answer is written, the inline verbs' follow-up work runs (:meth:`InlineVerbs.after
+    <app.server.extender_routes.InlineVerbs.after>`: after ``/filter``, the ``/prioritize`` answer is worked out
+    ahead); an exception there is logged and the connection goes on. Pass the class as uvicorn's ``http``.
     """
 
     _inline: InlineVerbs | None = None
@@ -199,6 +201,10 @@ class ServiceProtocol(TLSScopeProtocol):
                     self._write_answer(500, _INTERNAL_ERROR, b"text/plain; charset=utf-8", keep_alive=False)
                     return
         self._write_answer(answer[0], answer[1], b"application/json", keep_alive=self._inline_keep_alive)
+        try:
+            inline.after(target)
+        except Exception as exc:  # a bug: the answer is out, the next request is served as usual
+            self.logger.error("Exception after answering %s\n", target.decode("latin-1"), exc_info=exc)
 
     def _write_answer(self, status: int, body: bytes, content_type: bytes, *, keep_alive: bool) -> None:
         """Write one answer (uvicorn's default headers first) in one write; close the connection unless

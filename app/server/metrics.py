@@ -102,10 +102,14 @@ def _loop_metrics(loops: LoopSupervisor) -> Iterator[GaugeMetricFamily | Counter
 
 
 class _SchedulingCollector(Collector):
-    """Filter rejections by plugin and the plugins' own series (:class:`MetricsProvider`), read at scrape time."""
+    """Filter rejections by plugin, ``/prioritize`` answers worked out ahead by outcome, and the plugins' own series
+    (:class:`MetricsProvider`), read at scrape time."""
 
-    def __init__(self, rejections: Mapping[tuple[str, str], int], plugins: Sequence[object]) -> None:
+    def __init__(
+        self, rejections: Mapping[tuple[str, str], int], plugins: Sequence[object], ahead: Mapping[str, int]
+    ) -> None:
         self.rejections = rejections
+        self.ahead = ahead
         self.plugins: list[MetricsProvider] = [p for p in plugins if isinstance(p, MetricsProvider)]
 
     def collect(self) -> Iterator[Metric]:
@@ -118,6 +122,15 @@ class _SchedulingCollector(Collector):
         for (name, status), count in sorted(self.rejections.items()):
             rejected.add_metric([name, status], count)
         yield rejected
+        ahead = CounterMetricFamily(
+            "koord_extender_prioritize_ahead",
+            "/prioritize answers worked out once the /filter answer was written, by outcome: used (the call came "
+            "for the same pod and nodes, nothing they read had changed) or unusable (scored again at the call).",
+            labels=["outcome"],
+        )
+        for outcome in ("used", "unusable"):
+            ahead.add_metric([outcome], self.ahead.get(outcome, 0))
+        yield ahead
         for provider in self.plugins:
             yield from provider.collect_metrics()
 
@@ -139,6 +152,7 @@ class ServiceMetrics:
         source: Callable[[], Source | None],
         rejections: Mapping[tuple[str, str], int] | None = None,
         plugins: Sequence[object] = (),
+        ahead: Mapping[str, int] | None = None,
     ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
@@ -162,7 +176,10 @@ class ServiceMetrics:
         )
         self._series: dict[tuple[str, int], tuple[Counter, Histogram]] = {}
         self.registry.register(_StateCollector(cache, source))
-        self.registry.register(_SchedulingCollector(rejections if rejections is not None else {}, plugins))
+        scheduling = _SchedulingCollector(
+            rejections if rejections is not None else {}, plugins, ahead if ahead is not None else {}
+        )
+        self.registry.register(scheduling)
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):  # process_*, python_*
             self.registry.register(collector)
 
