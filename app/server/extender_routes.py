@@ -134,8 +134,9 @@ VERBS: dict[str, tuple[str, Handler]] = {
 
 
 class InlineVerbs:
-    """The verbs the HTTP protocol answers inside its parser callback, with no ASGI request cycle: ``POST /filter``
-    and ``POST /prioritize``, whose handlers never wait (:func:`filter_now`, :func:`prioritize_now`).
+    """The verbs the HTTP protocol answers with no ASGI request cycle: ``POST /filter`` and ``POST /prioritize``,
+    whose handlers never wait (:func:`filter_now`, :func:`prioritize_now`), inside its parser callback; and
+    ``POST /bind``, from a task the callback starts (:meth:`answer_later`).
 
     kube-scheduler makes both calls inside its serial scheduling cycle, so their latency is paid once per pod, and
     uvicorn's ASGI cycle (a scope, a task, receive and send messages) costs ~0.1 ms of CPU per call before any
@@ -155,6 +156,11 @@ class InlineVerbs:
         b"/filter": ("filter", "/filter", filter_now),
         b"/prioritize": ("prioritize", "/prioritize", prioritize_now),
     }
+    #: Raw request target -> (verb name in the metrics, path, handler) of the verbs answered from a task of their
+    #: own, started in the parser's callback: ``POST /bind`` (its binding cycle awaits the Binding's POST).
+    LATER: dict[bytes, tuple[str, str, Handler]] = {b"/bind": ("bind", "/bind", _bind)}
+    #: Every raw target answered inline -> its path.
+    PATHS: dict[bytes, str] = {t: v[1] for t, v in (*HANDLERS.items(), *LATER.items())}
 
     def __init__(self, state: ServiceState, max_body_size: int, rules: Iterable[ClientRule] | None = None) -> None:
         self.state = state
@@ -164,7 +170,7 @@ class InlineVerbs:
     def refusal(self, target: bytes, tls: dict[str, Any] | None) -> tuple[int, bytes] | None:
         """(401 or 403, JSON ``{"message"}``) when the connection's client certificate (``tls``: the ASGI TLS
         extension, None without TLS) may not call the verb ``target`` names; None when it may."""
-        rule = self._rules.get(self.HANDLERS[target][1])
+        rule = self._rules.get(self.PATHS[target])
         refusal = client_refusal(rule, tls) if rule is not None else None
         if refusal is None:
             return None
@@ -182,6 +188,17 @@ class InlineVerbs:
         """
         verb, _, handler = self.HANDLERS[target]
         return answer_now(self.state, verb, handler, body)
+
+    async def answer_later(self, target: bytes, body: bytes, receive: Receive) -> tuple[int, bytes]:
+        """(HTTP status, JSON body) of the verb ``target`` names (a key of :data:`LATER`), timed and counted as on
+        the ASGI path; ``receive`` gives ``{"type": "http.disconnect"}`` once the caller is gone (a bind waiting
+        at Permit is then rejected).
+
+        Raises:
+            Exception: whatever the handler raises other than a bad request (a bug; answered 500).
+        """
+        verb, _, handler = self.LATER[target]
+        return await _answer(self.state, verb, handler, body, receive)
 
     def after(self, target: bytes) -> None:
         """Work done once the answer to the verb ``target`` names is written: after ``/filter``, the ``/prioritize``

@@ -107,14 +107,16 @@ class CoalescingTransport:
 class ServiceProtocol(TLSScopeProtocol):
     """uvicorn's httptools protocol as the service runs it: the ASGI TLS extension in every scope
     (:class:`~app.server.clientauth.TLSScopeProtocol`), each answer written in one piece
-    (:class:`CoalescingTransport`), and ``POST /filter`` and ``POST /prioritize`` answered inline.
+    (:class:`CoalescingTransport`), and ``POST /filter``, ``POST /prioritize`` and ``POST /bind`` answered inline.
 
     Inline: when the served app has ``inline_verbs`` (:class:`~app.server.extender_routes.InlineVerbs`, set by
     :func:`app.server.app.create_app` for roles that serve the extender), a request for one of its verbs is
-    answered from the parser's message-complete callback, with no ASGI scope, task or messages: the answer is
-    written in the event-loop step that read the request's last bytes. The same handlers, answers, metrics, body
-    limit (413) and client-certificate rules (401/403) apply as on the ASGI path; a handler's unexpected exception
-    is logged as uvicorn logs it and answered with uvicorn's plain 500 and ``connection: close``. Everything else
+    answered from the parser's message-complete callback, with no ASGI scope or messages: the answer to ``/filter``
+    and ``/prioritize`` is written in the event-loop step that read the request's last bytes, the one to ``/bind``
+    (whose binding cycle awaits the API server) by a task started there (:meth:`_answer_later`). The same
+    handlers, answers, metrics, body limit (413) and client-certificate rules (401/403) apply as on the ASGI path;
+    a handler's unexpected exception is logged as uvicorn logs it and answered with uvicorn's plain 500 and
+    ``connection: close``. Everything else
     takes uvicorn's ASGI path: other methods and paths (a query string included), a request pipelined behind an
     unfinished one (answers stay in order), ``Expect: 100-continue``, upgrades, and every request when uvicorn
     writes access lines (its access logger has a handler and logs INFO) or serves under a ``root_path``.
@@ -132,6 +134,8 @@ class ServiceProtocol(TLSScopeProtocol):
     _inline_parts: list[bytes]
     #: Body bytes of the inline request so far; -1 once over the limit (the rest is discarded).
     _inline_size = 0
+    #: The verb being answered from a task (:meth:`_answer_later`), until its task ends.
+    _pending: _PendingAnswer | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Set the connection up as :class:`~app.server.clientauth.TLSScopeProtocol` does, over a
@@ -149,7 +153,7 @@ class ServiceProtocol(TLSScopeProtocol):
         inline = self._inline
         if (
             inline is not None
-            and self.url in inline.HANDLERS
+            and self.url in inline.PATHS
             and self.parser.get_method() == b"POST"
             and not self.expect_100_continue
             and not self.pipeline
@@ -192,6 +196,9 @@ class ServiceProtocol(TLSScopeProtocol):
         if answer is None:
             if self._inline_size < 0:
                 answer = inline.too_large()
+            elif target in inline.LATER:
+                self._answer_later(inline, target, parts[0] if len(parts) == 1 else b"".join(parts))
+                return
             else:
                 body = parts[0] if len(parts) == 1 else b"".join(parts)
                 try:
@@ -205,6 +212,43 @@ class ServiceProtocol(TLSScopeProtocol):
             inline.after(target)
         except Exception as exc:  # a bug: the answer is out, the next request is served as usual
             self.logger.error("Exception after answering %s\n", target.decode("latin-1"), exc_info=exc)
+
+    def _answer_later(self, inline: InlineVerbs, target: bytes, body: bytes) -> None:
+        """Answer ``target`` (a key of ``inline.LATER``) from a task: a :class:`_PendingAnswer` stands as the
+        connection's cycle meanwhile, so a request pipelined behind it waits (uvicorn queues it and pauses reading),
+        a graceful shutdown waits for the task (it is one of the server's tasks) and closes the connection after the
+        answer, and the connection's loss reaches the handler as ``http.disconnect``."""
+        pending = _PendingAnswer(self._inline_keep_alive)
+        self.cycle = pending  # type: ignore[assignment]
+        self._pending = pending
+        task = self.loop.create_task(self._finish_later(inline, target, body, pending))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _finish_later(self, inline: InlineVerbs, target: bytes, body: bytes, pending: _PendingAnswer) -> None:
+        try:
+            status, data = await inline.answer_later(target, body, pending.receive)
+        except Exception as exc:  # a bug: logged and answered as uvicorn does for an ASGI app
+            self.logger.error("Exception in ASGI application\n", exc_info=exc)
+            status, data, content_type, keep_alive = 500, _INTERNAL_ERROR, b"text/plain; charset=utf-8", False
+        else:
+            content_type, keep_alive = b"application/json", pending.keep_alive
+        finally:
+            if self._pending is pending:
+                self._pending = None
+        if pending.disconnected:  # the caller is gone: nothing to answer
+            return
+        pending.response_complete = True
+        self._write_answer(status, data, content_type, keep_alive=keep_alive)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """As uvicorn's, and a verb answered later (:meth:`_answer_later`) learns that its caller is gone, even with
+        a pipelined request queued behind it (uvicorn then only tells that request's cycle)."""
+        pending = self._pending
+        if pending is not None and not pending.response_complete:
+            pending.disconnected = True
+            pending.message_event.set()
+        super().connection_lost(exc)
 
     def _write_answer(self, status: int, body: bytes, content_type: bytes, *, keep_alive: bool) -> None:
         """Write one answer (uvicorn's default headers first) in one write; close the connection unless
@@ -223,3 +267,30 @@ class ServiceProtocol(TLSScopeProtocol):
 
 
 _INTERNAL_ERROR = b"Internal Server Error"
+
+
+class _PendingAnswer:
+    """What uvicorn's protocol reads of its current request cycle, for a verb answered from a task
+    (:meth:`ServiceProtocol._answer_later`): whether the answer is written (``response_complete``), whether the
+    connection was lost first (``disconnected``, with ``message_event`` set), and whether to keep the connection
+    after the answer (``keep_alive``; a graceful shutdown clears it).
+
+    Args:
+        keep_alive: the request asked to keep the connection (HTTP/1.1 without ``Connection: close``).
+    """
+
+    __slots__ = ("disconnected", "keep_alive", "message_event", "response_complete")
+
+    def __init__(self, keep_alive: bool) -> None:
+        self.keep_alive = keep_alive
+        self.response_complete = False
+        self.disconnected = False
+        self.message_event = asyncio.Event()
+
+    async def receive(self) -> dict[str, Any]:
+        """The ASGI ``receive`` of a request whose body is read: ``{"type": "http.disconnect"}`` once the connection
+        is lost (it never returns before)."""
+        while not self.disconnected:
+            await self.message_event.wait()
+            self.message_event.clear()
+        return {"type": "http.disconnect"}

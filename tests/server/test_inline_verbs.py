@@ -186,9 +186,8 @@ def test_http_1_0_and_connection_close_get_their_answer_then_the_close(servers: 
 def test_what_the_inline_path_must_not_take_goes_the_asgi_way_in_order(
     servers: tuple[LiveServer, LiveServer],
 ) -> None:
-    """A query string, ``Expect: 100-continue``, another verb and GET take the ASGI path with their usual
-    answers; a filter pipelined behind an unfinished bind waits for it, and the answers keep the requests'
-    order."""
+    """A query string and ``Expect: 100-continue`` take the ASGI path with their usual answers; a filter pipelined
+    behind an unfinished bind (answered from a task) waits for it, and the answers keep the requests' order."""
     inline, _ = servers
     body = _verb_body()
     [(status, _, _)] = _exchange(inline.port, _post("/filter?x=1", body))
@@ -204,7 +203,67 @@ def test_what_the_inline_path_must_not_take_goes_the_asgi_way_in_order(
     got = _exchange(inline.port, _post("/bind", bind) + _post("/filter", body), answers=2)
     assert orjson.loads(got[0][2]) == {"Error": 'pods "nobody" not found'}
     assert got[1][0] == 200 and "FailedNodes" in orjson.loads(got[1][2])
-    assert _CountingProtocol.asgi_cycles == ["/filter", "/prioritize", "/bind", "/filter"]
+    # the bind is answered inline (from a task); the filter pipelined behind it waits in uvicorn's pipeline
+    assert _CountingProtocol.asgi_cycles == ["/filter", "/prioritize", "/filter"]
+
+
+BIND_BODIES = {
+    "unknown pod": orjson.dumps({"PodName": "nobody", "PodNamespace": "default", "PodUID": "u-1", "Node": "node-idle"}),
+    "unknown node": orjson.dumps({"PodName": "x", "PodNamespace": "batch", "PodUID": "u-2", "Node": "ghost"}),
+    "not JSON": b"{nope",
+    "wrong shape": b'{"PodName": 3}',
+}
+
+
+def test_bind_is_answered_inline_as_the_asgi_path_answers_it(servers: tuple[LiveServer, LiveServer]) -> None:
+    """``POST /bind`` is answered from a task with no ASGI cycle: a binding, its refusals and the 400s of bad bodies
+    are the ASGI path's, and counted in the metrics; a bind pipelined behind one still being answered goes the
+    ASGI way after it."""
+    inline, asgi = servers
+    for name, body in BIND_BODIES.items():
+        got = _exchange(inline.port, _post("/bind", body) * 2, answers=2)
+        want = _exchange(asgi.port, _post("/bind", body))[0]
+        for status, headers, content in got:
+            assert (status, orjson.loads(content)) == (want[0], orjson.loads(want[2])), name
+            assert headers["content-type"] == "application/json" and "connection" not in headers
+
+    def good(srv: LiveServer) -> bytes:
+        pod = srv.service.cache.find_pod(namespace="batch", name="batch-job-1")
+        bind = {"PodName": "batch-job-1", "PodNamespace": "batch", "PodUID": pod.uid, "Node": "node-idle"}
+        return _post("/bind", orjson.dumps(bind)) * 2
+
+    bound = _exchange(inline.port, good(inline), answers=2)
+    expected = _exchange(asgi.port, good(asgi), answers=2)
+    assert [(g[0], orjson.loads(g[2])) for g in bound] == [(w[0], orjson.loads(w[2])) for w in expected]
+    assert orjson.loads(bound[0][2]) == {"Error": ""}  # bound; the second is refused as the ASGI path refuses it
+    assert inline.service.cache.find_pod(namespace="batch", name="batch-job-1").node_name == "node-idle"
+    # each connection's first bind took no ASGI cycle; the one pipelined behind it (still being answered) did
+    assert _CountingProtocol.asgi_cycles == ["/bind"] * len([*BIND_BODIES, "good"])
+    [(status, _, content)] = _exchange(inline.port, _post("/bind", BIND_BODIES["unknown pod"]))
+    assert (status, _CountingProtocol.asgi_cycles[-1:]) == (200, ["/bind"]) and b"not found" in content
+    assert len(_CountingProtocol.asgi_cycles) == len(BIND_BODIES) + 1
+    text = inline.client.get("/metrics").text
+    assert 'koord_extender_requests_total{code="200",verb="bind"} 7.0' in text
+    assert 'koord_extender_requests_total{code="400",verb="bind"} 4.0' in text
+
+
+def test_a_bind_handler_bug_is_answered_500_then_closed(
+    servers: tuple[LiveServer, LiveServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    inline, _ = servers
+    verbs = getattr(inline.app, "inline_verbs", None)
+    assert isinstance(verbs, InlineVerbs)
+
+    async def broken(state: Any, body: bytes, receive: Any) -> Any:
+        raise RuntimeError("boom")
+
+    verbs.LATER = {b"/bind": ("bind", "/bind", broken)}  # this instance only
+    bind = BIND_BODIES["unknown pod"]
+    [(status, headers, content)] = _exchange(inline.port, _post("/bind", bind) + _post("/filter", _verb_body()))
+    assert (status, headers["connection"], content) == (500, "close", b"Internal Server Error")
+    assert any("Exception in ASGI application" in r.getMessage() and r.exc_info for r in caplog.records)
+    [(status, _, _)] = _exchange(inline.port, _post("/filter", _verb_body()))
+    assert status == 200
 
 
 def test_calls_are_counted_in_the_metrics(servers: tuple[LiveServer, LiveServer]) -> None:
