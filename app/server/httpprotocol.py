@@ -116,10 +116,10 @@ class ServiceProtocol(TLSScopeProtocol):
     (whose binding cycle awaits the API server) by a task started there (:meth:`_answer_later`). The same
     handlers, answers, metrics, body limit (413) and client-certificate rules (401/403) apply as on the ASGI path;
     a handler's unexpected exception is logged as uvicorn logs it and answered with uvicorn's plain 500 and
-    ``connection: close``. Everything else
-    takes uvicorn's ASGI path: other methods and paths (a query string included), a request pipelined behind an
-    unfinished one (answers stay in order), ``Expect: 100-continue``, upgrades, and every request when uvicorn
-    writes access lines (its access logger has a handler and logs INFO) or serves under a ``root_path``.
+    ``connection: close``. Everything else takes uvicorn's ASGI path: other methods and paths (a query string
+    included), a request pipelined behind an unfinished one (answers stay in order), ``Expect: 100-continue``,
+    upgrades, and every request when uvicorn writes access lines (its access logger has a handler and logs INFO)
+    or serves under a ``root_path``.
     Once an inline answer is written, the inline verbs' follow-up work runs (:meth:`InlineVerbs.after
     <app.server.extender_routes.InlineVerbs.after>`: after ``/filter``, the ``/prioritize`` answer is worked out
     ahead); an exception there is logged and the connection goes on. Pass the class as uvicorn's ``http``.
