@@ -1,0 +1,243 @@
+"""Rotations of extenders on the real control plane of ``../shared/rig``: one JSON line per run (issue 47).
+
+What it runs
+    For each rotation, each mode in turn (the order flipped every other rotation, so no mode always runs first):
+    the previous extender stopped, the bench pods deleted (``cleanup-pods.sh``), the extender started and ready,
+    the NodeMetrics stamped again (``bench-nodemetrics.py``), kube-scheduler restarted with the rig's config for
+    that extender (``restart-sched.sh noop|prod`` with QPS 1000 / burst 2000, the shipped two-entry extender
+    configuration), then the rig's load (``bench.py``: ``--pods`` pods from 32 clients, pods/s from the first
+    create to the last bound). Modes:
+
+    - ``noop``: the rig's Go no-op extender (the floor);
+    - ``koord``: ``--koord`` (a ``koord`` executable) as ``koord scheduler --role extender``;
+    - ``koord-before``: ``--koord-before``, another build of the same, for A/B runs in the same rotations;
+    - ``noop-watch``: the no-op serving kube-scheduler while ``--koord`` runs beside it only watching.
+
+What it prints, per run
+    ``pods_per_s``; ``extender_cpu_ms_per_pod`` (user + system CPU of the extender processes over the load, per
+    pod) and the same for etcd, kube-apiserver and kube-scheduler; from kube-scheduler's own ``/metrics`` over the
+    load, ms per pod: ``algorithm`` (``scheduler_scheduling_algorithm_duration_seconds``: the serial cycle,
+    extender calls included), ``fw_filter`` and ``fw_score`` (its framework's Filter and Score extension points) and
+    ``extenders`` (the algorithm less those two: the extender round trips, PreFilter and PreScore); for koord, its
+    own ``koord_extender_request_duration_seconds`` means per verb (ms) and
+    ``koord_extender_prioritize_ahead_total`` by outcome.
+
+Needs the rig up (its README: ``up.sh``, the CRDs applied, ``mknodes.py n- N``) and ``RIG`` set; the rig's
+scripts are found in ``--rig-scripts``. Never a test dependency. Run from the repository root::
+
+    RIG=$HOME/rig .venv/bin/python bench/rig_rotations.py --nodes 500 --rotations 4 \\
+        --modes noop,koord,koord-before --koord .venv/bin/koord --koord-before /path/to/old/.venv/bin/koord
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ADMIN_TOKEN = "rig-admin-token"  # the rig's system:masters token (its README)
+KOORD_PORT, NOOP_PORT = 9876, 9877  # the ports the rig's sched-prod.yaml / sched-noop.yaml call
+MODES = ("noop", "koord", "koord-before", "noop-watch")
+
+
+def scrape(url: str) -> str:
+    """The text of a ``/metrics`` endpoint read with the rig's admin token ('' when it does not answer)."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, context=ssl._create_unverified_context(), timeout=10) as answer:
+            return str(answer.read().decode())
+    except OSError:
+        return ""
+
+
+def sample_sum(text: str, pattern: str) -> float:
+    """The sum of every sample of ``text`` (Prometheus text format) whose name and labels match ``pattern``."""
+    total = 0.0
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            if re.fullmatch(pattern, name):
+                total += float(value)
+    return total
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (0.0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Rig:
+    """The rig's processes and scripts."""
+
+    def __init__(self, rig: Path, scripts: Path, python: str) -> None:
+        self.rig, self.scripts, self.python = rig, scripts, python
+        self.env = {**os.environ, "RIG": str(rig), "E2E_WORK": str(rig / "run"), "KUBECONFIG": str(rig / "kubeconfig")}
+        self.env["PATH"] = f"{rig / 'bin'}:{self.env.get('PATH', '')}"
+        self.extenders: list[subprocess.Popen[bytes]] = []
+
+    def pid(self, name: str) -> int | None:
+        """The pid the rig's ``up.sh`` / ``restart-sched.sh`` wrote for ``name``."""
+        try:
+            return int((self.rig / "run" / f"{name}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def script(self, *argv: str) -> None:
+        """Run one of the rig's scripts (a ``.py`` under ``--python``), its output dropped.
+
+        Raises:
+            subprocess.CalledProcessError: it failed.
+        """
+        command = [self.python, *argv] if argv[0].endswith(".py") else ["bash", *argv]
+        subprocess.run(command, cwd=self.scripts, env=self.env, check=True, stdout=subprocess.DEVNULL)
+
+    def start(self, argv: Sequence[str], ready: str | None) -> None:
+        """Start an extender process; wait for ``ready`` (a URL answering 200) when given.
+
+        Raises:
+            RuntimeError: it exited, or was not ready within 120 s.
+        """
+        log = open(self.rig / "run" / "rotations-extender.log", "ab")  # noqa: SIM115 (the child keeps it)
+        self.extenders.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 120
+        while ready is not None:
+            if self.extenders[-1].poll() is not None:
+                raise RuntimeError(f"{argv[0]} exited (see {log.name})")
+            try:
+                with urllib.request.urlopen(ready, timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[0]} not ready after 120 s")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """Stop every extender started."""
+        for proc in self.extenders:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.extenders:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.extenders = []
+
+
+def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> dict[str, Any]:
+    """One measured run of ``mode``: the JSON line's object."""
+    rig.stop()
+    rig.script("cleanup-pods.sh")
+    koord = [args.koord_before if mode == "koord-before" else args.koord, "scheduler", "--role", "extender"]
+    koord += ["--kubeconfig", str(rig.rig / "kubeconfig"), "--host", "127.0.0.1", "--port", str(KOORD_PORT)]
+    noop = [str(rig.rig / "bin" / "noop-extender"), "-addr", f"127.0.0.1:{NOOP_PORT}"]
+    noop += ["-ca", str(rig.rig / "pki" / "ca.crt"), "-token", ADMIN_TOKEN]
+    if mode in ("koord", "koord-before", "noop-watch"):
+        rig.start(koord, f"http://127.0.0.1:{KOORD_PORT}/readyz")
+    if mode in ("noop", "noop-watch"):
+        rig.start(noop, None)
+        time.sleep(1)
+    rig.script("bench-nodemetrics.py", "n-", str(args.nodes))
+    rig.script("restart-sched.sh", "noop" if mode.startswith("noop") else "prod", "1000", "2000")
+    time.sleep(3)
+    names = ("etcd", "kube-apiserver", "kube-scheduler")
+    pids = {name: rig.pid(name) for name in names}
+    ext_pids = [p.pid for p in rig.extenders]
+    before = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
+    sched0 = scrape("https://127.0.0.1:10259/metrics")
+    tag = f"rot-{mode}-{args.nodes}-r{rotation}"
+    load = subprocess.run(
+        [rig.python, "bench.py", tag, str(args.pods), "32"],
+        cwd=rig.scripts,
+        env=rig.env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    after = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
+    sched1 = scrape("https://127.0.0.1:10259/metrics")
+    koord_metrics = scrape(f"http://127.0.0.1:{KOORD_PORT}/metrics") if mode.startswith("koord") else ""
+    result = json.loads(load.stdout)
+    pods = max(int(result["bound"]), 1)
+
+    def delta(pattern: str) -> float:
+        return sample_sum(sched1, pattern) - sample_sum(sched0, pattern)
+
+    algorithm = delta(r"scheduler_scheduling_algorithm_duration_seconds_sum") * 1000
+    attempts = max(delta(r"scheduler_scheduling_algorithm_duration_seconds_count"), 1.0)
+    fw = {
+        p: delta(rf'scheduler_framework_extension_point_duration_seconds_sum\{{extension_point="{p}".*') * 1000
+        for p in ("Filter", "Score")
+    }
+    sched = {"algorithm": algorithm / attempts, "fw_filter": fw["Filter"] / pods, "fw_score": fw["Score"] / pods}
+    sched["extenders"] = sched["algorithm"] - sched["fw_filter"] - sched["fw_score"]
+    out: dict[str, Any] = {
+        "nodes": args.nodes,
+        "rotation": rotation,
+        "mode": mode,
+        "pods_per_s": result["pods_per_s"],
+        "bound": result["bound"],
+        "extender_cpu_ms_per_pod": round((after[1] - before[1]) * 1000 / pods, 3),
+        "cpu_ms_per_pod": {n: round((after[0][n] - before[0][n]) * 1000 / pods, 3) for n in after[0] if n in before[0]},
+        "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
+    }
+    if koord_metrics:
+        verbs = {}
+        for verb in ("filter", "prioritize", "bind"):
+            total = sample_sum(koord_metrics, rf'koord_extender_request_duration_seconds_sum\{{verb="{verb}"\}}')
+            count = sample_sum(koord_metrics, rf'koord_extender_request_duration_seconds_count\{{verb="{verb}"\}}')
+            verbs[verb] = round(total * 1000 / count, 3) if count else None
+        out["koord_handler_ms"] = verbs
+        out["prioritize_ahead"] = {
+            o: sample_sum(koord_metrics, rf'koord_extender_prioritize_ahead_total\{{outcome="{o}"\}}')
+            for o in ("used", "unusable")
+        }
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the flags, run the rotations, print one JSON line per run; 2 on a bad flag or environment."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=500, help="nodes n-0.. the rig holds (for the NodeMetrics)")
+    parser.add_argument("--pods", type=int, default=2000)
+    parser.add_argument("--rotations", type=int, default=4)
+    parser.add_argument("--modes", default="noop,koord", help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--koord", default=".venv/bin/koord", help="the koord executable of the build measured")
+    parser.add_argument("--koord-before", default=None, help="another build's koord, for mode koord-before")
+    parser.add_argument("--rig-scripts", type=Path, default=Path("../shared/rig"))
+    parser.add_argument("--python", default=sys.executable, help="runs the rig's Python scripts (needs kubernetes)")
+    args = parser.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in modes if m not in MODES]
+    if bad or ("koord-before" in modes and not args.koord_before):
+        parser.error(f"unknown modes {bad}" if bad else "mode koord-before needs --koord-before")
+    if not os.environ.get("RIG"):
+        parser.error("RIG is not set (../shared/rig/README.md)")
+    rig = Rig(Path(os.environ["RIG"]), args.rig_scripts.resolve(), args.python)
+    (rig.rig / "run").mkdir(exist_ok=True)
+    try:
+        for rotation in range(1, args.rotations + 1):
+            for mode in modes if rotation % 2 else modes[::-1]:
+                print(json.dumps(run_mode(rig, args, mode, rotation)), flush=True)
+    finally:
+        rig.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
