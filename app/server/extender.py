@@ -548,8 +548,15 @@ class ExtenderService:
 
     def _keep_to_score(self, args: VerbArgs, pod: PodInfo, names: list[str], rows: npt.NDArray[np.int64]) -> None:
         """Keep what ``/filter`` passed (``names``, all known, at ``rows``) for :meth:`score_ahead`, when the request's
-        pod came as bytes (an HTTP call with ``NodeNames``): the ``/prioritize`` that follows is matched by them."""
-        if isinstance(args, ExtenderCall) and args.pod_json is not None and args.NodeNames is not None:
+        pod came as bytes (an HTTP call with ``NodeNames``): the ``/prioritize`` that follows is matched by them. Not
+        for a single node: kube-scheduler then binds without asking ``/prioritize`` (``schedulePod``'s one feasible
+        node)."""
+        if (
+            len(names) > 1
+            and isinstance(args, ExtenderCall)
+            and args.pod_json is not None
+            and args.NodeNames is not None
+        ):
             self._to_score = (args.pod_json, pod, names, rows)
 
     def score_ahead(self) -> None:
@@ -560,11 +567,16 @@ class ExtenderService:
         only for the same pod JSON and the same names, within :data:`AHEAD_MAX_AGE_S`, while no change counter of
         those nodes moved (:class:`~app.cache.changestamps.ChangeStamps`: nothing about them changed, nor anything
         tied to no node): the answer is then what scoring at the request gives. A plugin error drops it (the request
-        then scores and meets the error itself). Does nothing after a ``/filter`` that passed no node or came
-        without pod bytes.
+        then scores and meets the error itself). Does nothing after a ``/filter`` that passed fewer than two nodes or
+        came without pod bytes, nor while the answer worked out last time was never asked for (a scheduler
+        configured without ``prioritizeVerb`` pays this work at most every other pod, until a ``/prioritize``
+        comes).
         """
         job, self._to_score = self._to_score, None
         if job is None:
+            return
+        if self._ahead is not None:  # the last one was never asked for (no prioritizeVerb?): wait for a call
+            self._ahead = None
             return
         pod_json, pod, names, rows = job
         table = self.cache.table

@@ -145,9 +145,9 @@ def test_prioritize_after_filter_answers_the_plain_paths_bytes(
             got = answer(loop, service, "/prioritize", prio)
             assert got == reference(ext, "/prioritize", prio)
             used = ext.ahead_outcomes["used"] - before.get("used", 0)
-            if survivors:
+            if len(survivors) > 1:
                 assert used == (0 if touched or not same_pod else 1)
-            else:
+            else:  # none, or one node: kube-scheduler binds without asking /prioritize, so nothing is scored ahead
                 assert used == 0
     finally:
         loop.close()
@@ -197,3 +197,30 @@ def test_over_http_the_answer_worked_out_ahead_is_used_until_a_survivor_changes(
         monkeypatch.setattr(extender_module, "AHEAD_MAX_AGE_S", 0.0)
         cycle(lambda s: time.sleep(0.01))
         assert families(srv) == {"used": 2, "unusable": 2}
+
+
+def test_an_answer_never_asked_for_pauses_scoring_ahead(tmp_path: Path) -> None:
+    """A scheduler without ``prioritizeVerb`` sends /filter only: after an answer worked out ahead went unasked, the
+    next /filter scores nothing ahead, so such a scheduler pays it at most every other pod; the answers stay the plain
+    path's, and a /prioritize after a scored /filter uses it."""
+    service = make_service(tmp_path)
+    ext = service.extender
+    loop = asyncio.new_event_loop()
+    doc = {"Pod": pod("1"), "Nodes": None, "NodeNames": NODES}
+    ran = []
+    try:
+        for _ in range(5):
+            got = answer(loop, service, "/filter", doc)
+            ext.score_ahead()
+            ran.append(ext._ahead is not None)
+            survivors = orjson.loads(got)["NodeNames"]
+            assert len(survivors) > 1
+            kept = ext._ahead
+            assert got == reference(ext, "/filter", doc)  # (the plain path's own /filter keeps nothing to score)
+            ext._ahead = kept
+        assert ran == [True, False, True, False, True]
+        prio = {"Pod": pod("1"), "Nodes": None, "NodeNames": survivors}
+        assert answer(loop, service, "/prioritize", prio) == reference(ext, "/prioritize", prio)
+        assert ext.ahead_outcomes == {"used": 1}
+    finally:
+        loop.close()
