@@ -11,7 +11,9 @@ What it runs
     - ``noop``: the rig's Go no-op extender (the floor);
     - ``koord``: ``--koord`` (a ``koord`` executable) as ``koord scheduler --role extender``;
     - ``koord-before``: ``--koord-before``, another build of the same, for A/B runs in the same rotations;
-    - ``noop-watch``: the no-op serving kube-scheduler while ``--koord`` runs beside it only watching.
+    - ``noop-watch``: the no-op serving kube-scheduler while ``--koord`` runs beside it only watching;
+    - ``noop-curl-json``, ``noop-curl-proto``: the no-op, and beside it ``curl`` watching all pods and dropping the
+      bytes, as JSON (what koord asks for) or protobuf (what client-go asks for): the API server's cost of a watch.
 
 What it prints, per run
     ``pods_per_s``; ``extender_cpu_ms_per_pod`` (user + system CPU of the extender processes over the load, per
@@ -47,7 +49,9 @@ from typing import Any
 
 ADMIN_TOKEN = "rig-admin-token"  # the rig's system:masters token (its README)
 KOORD_PORT, NOOP_PORT = 9876, 9877  # the ports the rig's sched-prod.yaml / sched-noop.yaml call
-MODES = ("noop", "koord", "koord-before", "noop-watch")
+MODES = ("noop", "koord", "koord-before", "noop-watch", "noop-curl-json", "noop-curl-proto")
+#: what ``noop-curl-*`` ask the API server for: the pod watch as JSON (koord's) or protobuf (client-go's)
+CURL_ACCEPT = {"noop-curl-json": "application/json", "noop-curl-proto": "application/vnd.kubernetes.protobuf"}
 
 
 def scrape(url: str) -> str:
@@ -149,7 +153,11 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     noop += ["-ca", str(rig.rig / "pki" / "ca.crt"), "-token", ADMIN_TOKEN]
     if mode in ("koord", "koord-before", "noop-watch"):
         rig.start(koord, f"http://127.0.0.1:{KOORD_PORT}/readyz")
-    if mode in ("noop", "noop-watch"):
+    if mode in CURL_ACCEPT:
+        curl = ["curl", "-s", "--http1.1", "--cacert", str(rig.rig / "pki" / "ca.crt"), "-o", "/dev/null"]
+        curl += ["-H", f"Authorization: Bearer {ADMIN_TOKEN}", "-H", f"Accept: {CURL_ACCEPT[mode]}"]
+        rig.start([*curl, "https://127.0.0.1:6443/api/v1/pods?watch=true&allowWatchBookmarks=true"], None)
+    if mode.startswith("noop"):
         rig.start(noop, None)
         time.sleep(1)
     rig.script("bench-nodemetrics.py", "n-", str(args.nodes))
@@ -186,6 +194,11 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     }
     sched = {"algorithm": algorithm / attempts, "fw_filter": fw["Filter"] / pods, "fw_score": fw["Score"] / pods}
     sched["extenders"] = sched["algorithm"] - sched["fw_filter"] - sched["fw_score"]
+    # the whole attempt, the binding cycle (the extender's /bind) included: attempt - algorithm is mostly the bind
+    tried = max(delta(r'scheduler_scheduling_attempt_duration_seconds_count\{.*result="scheduled"\}'), 1.0)
+    sched["attempt"] = (
+        delta(r'scheduler_scheduling_attempt_duration_seconds_sum\{.*result="scheduled"\}') * 1000 / tried
+    )
     out: dict[str, Any] = {
         "nodes": args.nodes,
         "rotation": rotation,

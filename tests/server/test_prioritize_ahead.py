@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
@@ -224,3 +225,35 @@ def test_an_answer_never_asked_for_pauses_scoring_ahead(tmp_path: Path) -> None:
         assert ext.ahead_outcomes == {"used": 1}
     finally:
         loop.close()
+
+
+def test_a_bind_between_filter_and_prioritize_makes_the_answer_worked_out_ahead_unusable(tmp_path: Path) -> None:
+    """kube-scheduler's own order over real HTTP: pod ``b``'s ``/bind`` (its binding cycle, concurrent with the next
+    pod's scheduling cycle) lands on a survivor between pod ``a``'s ``/filter`` and ``/prioritize``. The binding
+    assumes ``b`` on that node, which moves LoadAware's score there, so the answer worked out ahead is ``unusable``
+    and the call is answered with the plain path's bytes as they are after the bind."""
+    names = ["node-0", "node-1", "node-2"]
+    objects: list[dict[str, Any]] = []
+    for i, name in enumerate(names):
+        objects.append({"apiVersion": "v1", "kind": "Node", **node(name, "16")})
+        slo = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric"}
+        objects.append({**slo, **metric(name, ("2", "3", "4")[i])})
+    big = pending_pod("b")
+    big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "8"  # half a node: LoadAware's score moves
+    objects += [{"apiVersion": "v1", "kind": "Pod", **pending_pod("a")}, {"apiVersion": "v1", "kind": "Pod", **big}]
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump_all(objects))
+    with LiveServer(FileSource(tmp_path, poll_interval=0)) as srv:
+        svc, c = srv.app.state.service, srv.client
+        pod_a = pending_pod("a")
+        body = {"Pod": pod_a, "Nodes": None, "NodeNames": names}
+        survivors = c.post("/filter", content=orjson.dumps(body)).json()["NodeNames"]
+        assert survivors == names
+        prio = {"Pod": pod_a, "Nodes": None, "NodeNames": survivors}
+        before = reference(svc.extender, "/prioritize", prio)
+        bind = {"PodName": "b", "PodNamespace": "default", "PodUID": "b", "Node": survivors[0]}
+        assert c.post("/bind", content=orjson.dumps(bind)).json() == {"Error": ""}
+        got = c.post("/prioritize", content=orjson.dumps(prio)).content
+        assert families(srv) == {"used": 0, "unusable": 1}
+        assert got == reference(svc.extender, "/prioritize", prio)
+        assert got != before  # b now counts on survivors[0]: the answer worked out before the bind is not the answer
+        assert orjson.loads(got)[0]["Score"] < orjson.loads(before)[0]["Score"]
