@@ -39,6 +39,7 @@ import yaml
 
 from agent.collectors.cputopology import MachineTopology
 from agent.kubeletconfig import KubeletConfig, take_by_topology
+from agent.qos.cpuset import ResourceStatusError, parse_resource_status
 from agent.reporter import ReportError
 from app.api.kinds import KINDS
 from app.api.quantity import QuantityError, format_resource, milli_value, resource_value
@@ -239,18 +240,15 @@ def system_qos_resource(node: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _pod_cpusets(pods: list[dict[str, Any]]) -> set[int]:
+    """The cpus of the pods' ``resource-status`` cpusets, parsed as the cpuset strategy and the container hooks parse
+    them (:func:`agent.qos.cpuset.parse_resource_status`, upstream ``GetResourceStatus``); a malformed annotation
+    is logged and its pod skipped."""
     held: set[int] = set()
     for pod in pods:
         meta = pod.get("metadata") or {}
-        raw = (meta.get("annotations") or {}).get(ANNOTATION_RESOURCE_STATUS)
-        if not raw:
-            continue
         try:
-            status = json.loads(raw)
-            cpuset = status.get("cpuset") if isinstance(status, dict) else None
-            if cpuset:
-                held |= parse_cpuset(cpuset)
-        except (ValueError, CPUSetError) as exc:
+            held |= parse_resource_status((meta.get("annotations") or {}).get(ANNOTATION_RESOURCE_STATUS)).cpuset
+        except ResourceStatusError as exc:
             log.warning(
                 "pod %s/%s: ignoring malformed %s: %s",
                 meta.get("namespace"),

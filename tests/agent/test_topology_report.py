@@ -30,6 +30,7 @@ from app.api.topology import (
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_TOPOLOGY,
+    ANNOTATION_RESOURCE_STATUS,
     parse_node_resource_topology,
 )
 from app.client.sync import Client
@@ -90,7 +91,11 @@ def test_two_numa_nodes_pools_leave_out_pod_cpusets_and_node_reserved_cpus(tmp_p
         }
     )
     node = {"metadata": {"name": "n1", "annotations": {"node.koordinator.sh/reservation": '{"reservedCPUs":"31"}'}}}
-    pods = [_pod("lsr", "2-3,18-19"), _pod("ls", None), _pod("broken", "nonsense")]
+    # "broken" and "half-read" are skipped: the annotation is read whole, as the cpuset strategy and the container
+    # hooks read it (upstream's GetResourceStatus unmarshals it whole), so cpus 8-9 stay in node 1's pool
+    half_read = _pod("half-read", "8-9")
+    half_read["metadata"]["annotations"][ANNOTATION_RESOURCE_STATUS] = '{"cpuset":"8-9","numaNodeResources":"x"}'
+    pods = [_pod("lsr", "2-3,18-19"), _pod("ls", None), _pod("broken", "nonsense"), half_read]
     status = build_topology_status(machine, kubelet, pods, node)
     # node 0 = cpus 0-7,16-23 less the LSR pod's; node 1 = 8-15,24-31 less the node's reserved cpu 31.
     # The kubelet's reserved cpus (0 and its sibling 16) stay in the pool, as upstream keeps them.
