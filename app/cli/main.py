@@ -201,6 +201,14 @@ def scheduler(
         str | None,
         typer.Option(help="kube-scheduler's identity prefix in the Lease (default: this host's name, the pod name)."),
     ] = None,
+    cpu_slice_ms: Annotated[
+        float,
+        typer.Option(
+            help="A CPU time slice (ms, 0.1-100) for the serving thread to ask of Linux's fair scheduler (EEVDF, "
+            "6.12+), so its bursts of work preempt a shared control plane's threads less; 0 (the default) keeps "
+            "the kernel's. See docs/deployment.md, CPU time slice."
+        ),
+    ] = 0.0,
     role: Annotated[
         str,
         typer.Option(
@@ -223,6 +231,10 @@ def scheduler(
 
     if role not in ROLES:
         _fail(f"--role: unknown role {role!r}, expected one of {', '.join(ROLES)}")
+    from app.server.cpuslice import MAX_SLICE_MS, MIN_SLICE_MS, request_slice
+
+    if cpu_slice_ms and not MIN_SLICE_MS <= cpu_slice_ms <= MAX_SLICE_MS:
+        _fail(f"--cpu-slice-ms: {cpu_slice_ms:g} is outside {MIN_SLICE_MS:g}-{MAX_SLICE_MS:g} (or 0: the kernel's)")
     effective_level = configure_logging(log_level, log_format, verbosity)
     try:
         ttl = parse_duration(assumed_pod_ttl)
@@ -317,6 +329,12 @@ def scheduler(
         _fail(f"invalid config{f' {config}' if config else ''}: {exc}")
     except ManifestError as exc:
         _fail(f"bad cluster file: {exc}")
+    if cpu_slice_ms:  # on this thread, which runs the event loop (the threads it starts get the same)
+        why_not = request_slice(cpu_slice_ms)
+        if why_not is None:
+            log.info("asked Linux for a %g ms CPU slice for the serving thread", cpu_slice_ms)
+        else:
+            log.info("no CPU slice asked (--cpu-slice-ms %g): %s", cpu_slice_ms, why_not)
     uvicorn.run(
         app,
         host=host,
