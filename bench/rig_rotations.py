@@ -10,7 +10,9 @@ What it runs
 
     - ``noop``: the rig's Go no-op extender (the floor);
     - ``koord``: ``--koord`` (a ``koord`` executable) as ``koord scheduler --role extender``;
-    - ``koord-before``: ``--koord-before``, another build of the same, for A/B runs in the same rotations;
+    - ``koord-before``: ``--koord-before``, another build of the same, for A/B runs in the same rotations
+      (``--koord-flags`` and ``--koord-before-flags`` add flags to either, e.g. the same build with another
+      ``--cpu-slice-ms``);
     - ``noop-watch``: the no-op serving kube-scheduler while ``--koord`` runs beside it only watching;
     - ``noop-curl-json``, ``noop-curl-proto``: the no-op, and beside it ``curl`` watching all pods and dropping the
       bytes, as JSON (what koord asks for) or protobuf (what client-go asks for): the API server's cost of a watch.
@@ -37,6 +39,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import ssl
 import subprocess
@@ -147,7 +150,9 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     """One measured run of ``mode``: the JSON line's object."""
     rig.stop()
     rig.script("cleanup-pods.sh")
-    koord = [args.koord_before if mode == "koord-before" else args.koord, "scheduler", "--role", "extender"]
+    is_before = mode == "koord-before"
+    koord = [args.koord_before if is_before else args.koord, "scheduler", "--role", "extender"]
+    koord += shlex.split(args.koord_before_flags if is_before else args.koord_flags)
     koord += ["--kubeconfig", str(rig.rig / "kubeconfig"), "--host", "127.0.0.1", "--port", str(KOORD_PORT)]
     noop = [str(rig.rig / "bin" / "noop-extender"), "-addr", f"127.0.0.1:{NOOP_PORT}"]
     noop += ["-ca", str(rig.rig / "pki" / "ca.crt"), "-token", ADMIN_TOKEN]
@@ -210,6 +215,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
     }
     if koord_metrics:
+        out["koord_flags"] = args.koord_before_flags if is_before else args.koord_flags
         verbs = {}
         for verb in ("filter", "prioritize", "bind"):
             total = sample_sum(koord_metrics, rf'koord_extender_request_duration_seconds_sum\{{verb="{verb}"\}}')
@@ -232,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--modes", default="noop,koord", help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--koord", default=".venv/bin/koord", help="the koord executable of the build measured")
     parser.add_argument("--koord-before", default=None, help="another build's koord, for mode koord-before")
+    parser.add_argument("--koord-flags", default="", help="more flags for mode koord's koord scheduler")
+    parser.add_argument("--koord-before-flags", default="", help="more flags for mode koord-before's")
     parser.add_argument("--rig-scripts", type=Path, default=Path("../shared/rig"))
     parser.add_argument("--python", default=sys.executable, help="runs the rig's Python scripts (needs kubernetes)")
     args = parser.parse_args(argv)
