@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from app.client.aio import AsyncClient
 from app.client.config import connection_settings, load_configuration
@@ -99,13 +100,42 @@ async def test_an_answer_cut_short_or_no_server_is_connection_failed() -> None:
 
     server, pool = await serve(handler)
     async with server:
-        with pytest.raises(ConnectionFailed, match="POST /x: ClientPayloadError"):
+        with pytest.raises(ConnectionFailed, match="POST /x: AnswerCutShort: the server closed the connection before"):
             await pool.request("POST", "/x", b"{}")
     server.close()
     await server.wait_closed()
-    with pytest.raises(ConnectionFailed, match="POST /x: ClientConnectorError"):
+    with pytest.raises(ConnectionFailed, match="POST /x: ConnectionRefusedError"):
         await pool.request("POST", "/x", b"{}")
     await pool.aclose()
+    with pytest.raises(ConnectionFailed, match="POST /x: the client is closed"):
+        await pool.request("POST", "/x", b"{}")
+
+
+async def test_a_malformed_answer_or_path_is_connection_failed_and_the_connection_is_not_reused() -> None:
+    """Bytes that are not HTTP/1.x are refused with httptools' error and their connection closed; a path holding a
+    line break (a header it would inject) is refused before anything is sent."""
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await read_request(reader)
+        writer.write(
+            b"SSH-2.0-OpenSSH_9.2\r\n" if connections == 1 else b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+        )
+        await writer.drain()
+        await reader.read()  # until the client closes
+
+    server, pool = await serve(handler)
+    async with server:
+        with pytest.raises(ConnectionFailed, match="POST /x: HttpParserError: Expected HTTP/"):
+            await pool.request("POST", "/x", b"{}")
+        assert (await pool.request("POST", "/x", b"{}")).status == 200
+        assert connections == 2  # the broken connection was closed, a new one answered
+        with pytest.raises(ConnectionFailed, match="the path must be absolute and hold no space or line break"):
+            await pool.request("POST", "/x\r\nX-Injected: 1", b"{}")
+        assert connections == 2
+        await pool.aclose()
 
 
 async def test_a_silent_server_times_out() -> None:
@@ -118,6 +148,29 @@ async def test_a_silent_server_times_out() -> None:
         with pytest.raises(ConnectionFailed, match=r"timed out after 0\.2 s"):
             await pool.request("POST", "/x", b"{}", timeout=0.2)
         await pool.aclose()
+
+
+def test_bind_over_tls_under_uvloop(tmp_path: Path) -> None:
+    """The service runs on uvloop, whose TLS transport is not an asyncio.Transport: binds over it, refusals too."""
+    pki = PKI(tmp_path)
+    fake = FakeAPIServer(tls=pki.server_context(require_client_cert=False))
+    try:
+        fake.seed(PODS, pod("a"))
+        uid = fake.store[PODS]["a"]["metadata"]["uid"]
+        ca = {"certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}
+
+        async def binds() -> None:
+            async with AsyncClient.from_config(write_kubeconfig(tmp_path / "kc", fake.url, **ca)) as client:
+                await client.bind("ns", "a", uid, "n1")
+                with pytest.raises(Conflict, match='already assigned to node "n1"'):
+                    await client.bind("ns", "a", uid, "n2")
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(binds())
+        assert fake.store[PODS]["a"]["spec"]["nodeName"] == "n1"
+        assert len({r.peer for r in fake.calls("POST")}) == 1  # kept alive across the two
+    finally:
+        fake.close()
 
 
 async def test_bind_over_tls_checks_the_server_certificate(tmp_path: Path) -> None:
