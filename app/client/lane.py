@@ -156,8 +156,12 @@ class Lane:
     def _url(self, path: str) -> URL:
         return URL(f"{self.settings.base_url}{path}", encoded=True)
 
+    def _bearer(self) -> str | None:
+        """The ``Authorization`` value asked per request (a rotated token is picked up), or None."""
+        return self.settings.auth.configuration.get_api_key_with_prefix("BearerToken", alias="authorization") or None
+
     def _auth(self, headers: dict[str, str]) -> dict[str, str]:
-        auth = self.settings.auth.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        auth = self._bearer()
         if auth:
             headers["Authorization"] = auth
         return headers
@@ -185,7 +189,7 @@ class Lane:
         if not path.startswith("/") or any(c in path for c in " \r\n"):
             raise ConnectionFailed(f"{what!r}: the path must be absolute and hold no space or line break", 0)
         head = [f"{method} {self._prefix}{path} HTTP/1.1", f"Host: {self._host_header}", *self._fixed_headers]
-        auth = self._auth({}).get("Authorization")
+        auth = self._bearer()
         if auth:
             head.append(f"Authorization: {auth}")
         if body is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -150,17 +151,25 @@ async def test_a_silent_server_times_out() -> None:
         await pool.aclose()
 
 
-def test_bind_over_tls_under_uvloop(tmp_path: Path) -> None:
-    """The service runs on uvloop, whose TLS transport is not an asyncio.Transport: binds over it, refusals too."""
+@contextlib.contextmanager
+def tls_fake(tmp_path: Path) -> Iterator[tuple[FakeAPIServer, PKI, str, str]]:
+    """A fake API server over TLS holding pod ns/a: (the fake, its PKI, the pod's uid, a kubeconfig trusting its CA)."""
     pki = PKI(tmp_path)
     fake = FakeAPIServer(tls=pki.server_context(require_client_cert=False))
     try:
         fake.seed(PODS, pod("a"))
-        uid = fake.store[PODS]["a"]["metadata"]["uid"]
         ca = {"certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}
+        yield fake, pki, fake.store[PODS]["a"]["metadata"]["uid"], write_kubeconfig(tmp_path / "kc", fake.url, **ca)
+    finally:
+        fake.close()
+
+
+def test_bind_over_tls_under_uvloop(tmp_path: Path) -> None:
+    """The service runs on uvloop, whose TLS transport is not an asyncio.Transport: binds over it, refusals too."""
+    with tls_fake(tmp_path) as (fake, _, uid, kubeconfig):
 
         async def binds() -> None:
-            async with AsyncClient.from_config(write_kubeconfig(tmp_path / "kc", fake.url, **ca)) as client:
+            async with AsyncClient.from_config(kubeconfig) as client:
                 await client.bind("ns", "a", uid, "n1")
                 with pytest.raises(Conflict, match='already assigned to node "n1"'):
                     await client.bind("ns", "a", uid, "n2")
@@ -169,23 +178,14 @@ def test_bind_over_tls_under_uvloop(tmp_path: Path) -> None:
             runner.run(binds())
         assert fake.store[PODS]["a"]["spec"]["nodeName"] == "n1"
         assert len({r.peer for r in fake.calls("POST")}) == 1  # kept alive across the two
-    finally:
-        fake.close()
 
 
 async def test_bind_over_tls_checks_the_server_certificate(tmp_path: Path) -> None:
-    pki = PKI(tmp_path)
-    fake = FakeAPIServer(tls=pki.server_context(require_client_cert=False))
-    try:
-        fake.seed(PODS, pod("a"))
-        uid = fake.store[PODS]["a"]["metadata"]["uid"]
-        ca = {"certificate-authority-data": base64.b64encode(pki.ca_pem).decode()}
-        async with AsyncClient.from_config(write_kubeconfig(tmp_path / "kc", fake.url, **ca)) as client:
+    with tls_fake(tmp_path) as (fake, pki, uid, kubeconfig):
+        async with AsyncClient.from_config(kubeconfig) as client:
             await client.bind("ns", "a", uid, "n1")
         assert fake.store[PODS]["a"]["spec"]["nodeName"] == "n1"
         other = {"certificate-authority-data": base64.b64encode(pki.other_ca_pem).decode()}
         async with AsyncClient.from_config(write_kubeconfig(tmp_path / "bad", fake.url, **other)) as client:
             with pytest.raises(ConnectionFailed, match=r"binding pod ns/a to n2 failed.*CERTIFICATE_VERIFY_FAILED"):
                 await client.bind("ns", "a", uid, "n2")
-    finally:
-        fake.close()
