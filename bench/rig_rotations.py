@@ -251,6 +251,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("RIG is not set (../shared/rig/README.md)")
     rig = Rig(Path(os.environ["RIG"]), args.rig_scripts.resolve(), args.python)
     (rig.rig / "run").mkdir(exist_ok=True)
+
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    # Python's default for SIGTERM ends the process without ``finally``: the extender started would then keep the
+    # port, and the next run would measure it instead of its own (CPU 0.0).
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, leave)
     try:
         for rotation in range(1, args.rotations + 1):
             for mode in modes if rotation % 2 else modes[::-1]:

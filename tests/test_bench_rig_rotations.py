@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,3 +50,49 @@ def test_samples_are_summed_by_name_and_labels() -> None:
     assert sample_sum(text, filter_pattern) == 1.75
     assert sample_sum(text, r"scheduler_scheduling_algorithm_duration_seconds_sum") == 0.25
     assert sample_sum(text, r"scheduler_scheduling_algorithm_duration_seconds") == 0.0  # whole names only
+
+
+def test_sigterm_stops_the_extender_it_started(tmp_path: Path) -> None:
+    """Killed with SIGTERM mid-run, the script still stops its extender: a leftover would keep the port and be measured
+    by the next run in place of its own."""
+    rig, scripts = tmp_path / "rig", tmp_path / "scripts"
+    (rig / "bin").mkdir(parents=True)
+    scripts.mkdir()
+    started = tmp_path / "noop.pid"
+    noop = rig / "bin" / "noop-extender"
+    noop.write_text(f"#!/bin/sh\necho $$ > {started}.tmp && mv {started}.tmp {started}\nexec sleep 300\n")
+    noop.chmod(0o755)
+    (scripts / "cleanup-pods.sh").write_text("exit 0\n")
+    (scripts / "bench-nodemetrics.py").write_text("import time\ntime.sleep(300)\n")
+    env = {**os.environ, "RIG": str(rig)}
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--modes", "noop", "--rotations", "1", "--rig-scripts", str(scripts)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(started.read_text())
+        time.sleep(1.5)  # past the script's own second of waiting, into the NodeMetrics step
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(pid)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is gone for our purpose: it holds no port
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
