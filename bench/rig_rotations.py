@@ -24,7 +24,8 @@ What it prints, per run
     extender calls included), ``fw_filter`` and ``fw_score`` (its framework's Filter and Score extension points) and
     ``extenders`` (the algorithm less those two: the extender round trips, PreFilter and PreScore); for koord, its
     own ``koord_extender_request_duration_seconds`` means per verb (ms) and
-    ``koord_extender_prioritize_ahead_total`` by outcome.
+    ``koord_extender_prioritize_ahead_total`` by outcome; ``api_requests_per_pod``, the API server's
+    ``apiserver_request_total`` over the load per pod, by verb and resource (every client's).
 
 Needs the rig up (its README: ``up.sh``, the CRDs applied, ``mknodes.py n- N``) and ``RIG`` set; the rig's
 scripts are found in ``--rig-scripts``. Never a test dependency. Run from the repository root::
@@ -76,6 +77,20 @@ def sample_sum(text: str, pattern: str) -> float:
             if re.fullmatch(pattern, name):
                 total += float(value)
     return total
+
+
+def api_requests(text: str) -> dict[str, float]:
+    """``apiserver_request_total`` of ``text`` summed by ``VERB resource[/subresource]`` (codes and scopes
+    together)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            name, _, value = line.rpartition(" ")
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
+            resource = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+            key = f"{labels.get('verb', '')} {resource}"
+            out[key] = out.get(key, 0.0) + float(value)
+    return out
 
 
 def cpu_seconds(pid: int) -> float:
@@ -173,6 +188,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     ext_pids = [p.pid for p in rig.extenders]
     before = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
     sched0 = scrape("https://127.0.0.1:10259/metrics")
+    api0 = api_requests(scrape("https://127.0.0.1:6443/metrics"))
     tag = f"rot-{mode}-{args.nodes}-r{rotation}"
     load = subprocess.run(
         [rig.python, "bench.py", tag, str(args.pods), "32"],
@@ -184,6 +200,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     )
     after = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
     sched1 = scrape("https://127.0.0.1:10259/metrics")
+    api1 = api_requests(scrape("https://127.0.0.1:6443/metrics"))
     koord_metrics = scrape(f"http://127.0.0.1:{KOORD_PORT}/metrics") if mode.startswith("koord") else ""
     result = json.loads(load.stdout)
     pods = max(int(result["bound"]), 1)
@@ -213,6 +230,12 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         "extender_cpu_ms_per_pod": round((after[1] - before[1]) * 1000 / pods, 3),
         "cpu_ms_per_pod": {n: round((after[0][n] - before[0][n]) * 1000 / pods, 3) for n in after[0] if n in before[0]},
         "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
+        # what every client asked of the API server over the load, per pod (those of at least 0.01)
+        "api_requests_per_pod": {
+            k: round((v - api0.get(k, 0.0)) / pods, 3)
+            for k, v in sorted(api1.items())
+            if v - api0.get(k, 0.0) >= pods / 100
+        },
     }
     if koord_metrics:
         out["koord_flags"] = args.koord_before_flags if is_before else args.koord_flags
