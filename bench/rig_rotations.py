@@ -2,7 +2,8 @@
 
 What it runs
     For each rotation, each mode in turn (the order flipped every other rotation, so no mode always runs first):
-    the previous extender stopped, the bench pods deleted (``cleanup-pods.sh``), the extender started and ready,
+    the previous extender stopped, the bench pods deleted (``cleanup-pods.sh``), the Events left deleted and etcd
+    compacted and defragmented (``--no-settle`` skips it; see :func:`settle`), the extender started and ready,
     the NodeMetrics stamped again (``bench-nodemetrics.py``), kube-scheduler restarted with the rig's config for
     that extender (``restart-sched.sh noop|prod`` with QPS 1000 / burst 2000, the shipped two-entry extender
     configuration), then the rig's load (``bench.py``: ``--pods`` pods from 32 clients, pods/s from the first
@@ -53,6 +54,7 @@ from typing import Any
 
 ADMIN_TOKEN = "rig-admin-token"  # the rig's system:masters token (its README)
 KOORD_PORT, NOOP_PORT = 9876, 9877  # the ports the rig's sched-prod.yaml / sched-noop.yaml call
+ETCD = "http://127.0.0.1:2379"  # the rig's etcd (its up.sh)
 MODES = ("noop", "koord", "koord-before", "noop-watch", "noop-curl-json", "noop-curl-proto")
 #: what ``noop-curl-*`` ask the API server for: the pod watch as JSON (koord's) or protobuf (client-go's)
 CURL_ACCEPT = {"noop-curl-json": "application/json", "noop-curl-proto": "application/vnd.kubernetes.protobuf"}
@@ -91,6 +93,46 @@ def api_requests(text: str) -> dict[str, float]:
             key = f"{labels.get('verb', '')} {resource}"
             out[key] = out.get(key, 0.0) + float(value)
     return out
+
+
+def etcd_call(etcd: str, path: str, body: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    """POST ``body`` to the v3 JSON gateway of the etcd at ``etcd`` (``http://127.0.0.1:2379``) at ``path``
+    (``/v3/...``); its JSON answer.
+
+    Raises:
+        OSError: etcd did not answer, or answered an error.
+    """
+    request = urllib.request.Request(
+        etcd + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        return dict(json.loads(answer.read()))
+
+
+def settle(rig: Rig, etcd: str = ETCD) -> dict[str, Any]:
+    """Give every run the same store to start on: the Events the last runs left deleted, etcd's history compacted
+    to its current revision and its file defragmented. Without it a run pays for the history of the runs before it
+    (the API server compacts only every 5 minutes): etcd's CPU per pod grew from 0.96 to 2.0 ms over the three runs
+    of one rotation. Returns what was done (``revision``, the file's ``db_mb`` before and after).
+
+    Raises:
+        OSError, subprocess.CalledProcessError: the API server or etcd failed.
+    """
+    subprocess.run(
+        ["kubectl", "delete", "--raw", "/api/v1/namespaces/default/events"],  # one DeleteCollection
+        env=rig.env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    status = etcd_call(etcd, "/v3/maintenance/status", {})
+    revision = int(status["header"]["revision"])
+    etcd_call(etcd, "/v3/kv/compaction", {"revision": revision, "physical": True})
+    etcd_call(etcd, "/v3/maintenance/defragment", {})
+    after = etcd_call(etcd, "/v3/maintenance/status", {})
+    return {
+        "revision": revision,
+        "db_mb": [round(int(status["dbSize"]) / 2**20, 1), round(int(after["dbSize"]) / 2**20, 1)],
+    }
 
 
 def cpu_seconds(pid: int) -> float:
@@ -165,6 +207,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     """One measured run of ``mode``: the JSON line's object."""
     rig.stop()
     rig.script("cleanup-pods.sh")
+    settled = settle(rig) if args.settle else None
     is_before = mode == "koord-before"
     koord = [args.koord_before if is_before else args.koord, "scheduler", "--role", "extender"]
     koord += shlex.split(args.koord_before_flags if is_before else args.koord_flags)
@@ -230,6 +273,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         "extender_cpu_ms_per_pod": round((after[1] - before[1]) * 1000 / pods, 3),
         "cpu_ms_per_pod": {n: round((after[0][n] - before[0][n]) * 1000 / pods, 3) for n in after[0] if n in before[0]},
         "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
+        "settled": settled,
         # what every client asked of the API server over the load, per pod (those of at least 0.01)
         "api_requests_per_pod": {
             k: round((v - api0.get(k, 0.0)) / pods, 3)
@@ -263,6 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--koord-before", default=None, help="another build's koord, for mode koord-before")
     parser.add_argument("--koord-flags", default="", help="more flags for mode koord's koord scheduler")
     parser.add_argument("--koord-before-flags", default="", help="more flags for mode koord-before's")
+    parser.add_argument(
+        "--settle",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="before each run, delete the Events left and compact and defragment etcd (see settle)",
+    )
     parser.add_argument("--rig-scripts", type=Path, default=Path("../shared/rig"))
     parser.add_argument("--python", default=sys.executable, help="runs the rig's Python scripts (needs kubernetes)")
     args = parser.parse_args(argv)

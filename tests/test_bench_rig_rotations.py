@@ -3,13 +3,19 @@ the reason), and the Prometheus samples it sums are the ones its patterns name."
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import runpy
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench" / "rig_rotations.py"
@@ -66,7 +72,17 @@ def test_sigterm_stops_the_extender_it_started(tmp_path: Path) -> None:
     (scripts / "bench-nodemetrics.py").write_text("import time\ntime.sleep(300)\n")
     env = {**os.environ, "RIG": str(rig)}
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--modes", "noop", "--rotations", "1", "--rig-scripts", str(scripts)],
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--modes",
+            "noop",
+            "--rotations",
+            "1",
+            "--no-settle",
+            "--rig-scripts",
+            str(scripts),
+        ],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -96,3 +112,62 @@ def _alive(pid: int) -> bool:
         return False
     # a zombie is gone for our purpose: it holds no port
     return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_settle_deletes_the_events_then_compacts_and_defragments_etcd(tmp_path: Path) -> None:
+    """Before a run: one DeleteCollection of the Events (through the rig's kubectl), then etcd compacted to the
+    revision it reports and defragmented, in that order, over etcd's v3 JSON gateway (int64 as strings)."""
+    rig = tmp_path / "rig"
+    (rig / "bin").mkdir(parents=True)
+    kubectl_args = tmp_path / "kubectl.args"
+    kubectl = rig / "bin" / "kubectl"
+    kubectl.write_text(f'#!/bin/sh\necho "$@" >> {kubectl_args}\n')
+    kubectl.chmod(0o755)
+    calls: list[tuple[str, dict[str, object]]] = []
+    sizes = iter(["7340032", "1048576"])
+
+    class Etcd(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            calls.append((self.path, body))
+            answer: dict[str, object] = {"header": {"revision": "4242"}}
+            if self.path == "/v3/maintenance/status":
+                answer["dbSize"] = next(sizes)
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Etcd)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        module = runpy.run_path(str(SCRIPT))
+        done = module["settle"](module["Rig"](rig, tmp_path, sys.executable), f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+    assert kubectl_args.read_text().split() == ["delete", "--raw", "/api/v1/namespaces/default/events"]
+    assert calls == [
+        ("/v3/maintenance/status", {}),
+        ("/v3/kv/compaction", {"revision": 4242, "physical": True}),
+        ("/v3/maintenance/defragment", {}),
+        ("/v3/maintenance/status", {}),
+    ]
+    assert done == {"revision": 4242, "db_mb": [7.0, 1.0]}
+
+
+def test_settle_fails_loudly_when_etcd_does_not_answer(tmp_path: Path) -> None:
+    """No etcd: the run stops with the error rather than measuring an unsettled store."""
+    rig = tmp_path / "rig"
+    (rig / "bin").mkdir(parents=True)
+    (rig / "bin" / "kubectl").write_text("#!/bin/sh\nexit 0\n")
+    (rig / "bin" / "kubectl").chmod(0o755)
+    module = runpy.run_path(str(SCRIPT))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    with pytest.raises(OSError):
+        module["settle"](module["Rig"](rig, tmp_path, sys.executable), f"http://127.0.0.1:{port}")
