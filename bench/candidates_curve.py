@@ -1,12 +1,12 @@
 """The curve of an extender's CPU per pod against the candidate nodes kube-scheduler hands it, from real runs.
 
 Reads the JSON lines of real-control-plane runs (one object per run, as the round-18 rotation script of
-``docs/performance.md`` prints them: ``nodes``, ``rotation``, ``mode`` (``plain``, ``noop`` or ``prod``),
-``pods_per_s``, ``extender_cpu_ms_per_pod``), and draws, per mode with an extender, the CPU per pod of each
-run (dots) and the median per node count (a line) against kube-scheduler v1.26's number of candidates for
-that many nodes (``numFeasibleNodesToFind``: all below 100 nodes, else ``max(5, 50 - nodes / 125)`` percent,
-at least 100; :func:`bench.cycle.num_feasible_nodes_to_find`). Writes an SVG and prints one JSON object with
-the medians.
+``docs/performance.md`` and ``bench/rig_rotations.py`` print them: ``nodes``, ``rotation``, ``mode``
+(``plain``, ``noop``, or ``prod``, which ``bench/rig_rotations.py`` calls ``koord``), ``pods_per_s``,
+``extender_cpu_ms_per_pod``), and draws, per mode with an extender, the CPU per pod of each run (dots) and the
+median per node count (a line) against kube-scheduler v1.26's number of candidates for that many nodes
+(``numFeasibleNodesToFind``: all below 100 nodes, else ``max(5, 50 - nodes / 125)`` percent, at least 100;
+:func:`bench.cycle.num_feasible_nodes_to_find`). Writes an SVG and prints one JSON object with the medians.
 
     python bench/candidates_curve.py RUNS.jsonl docs/img/cpu-per-candidate.svg
 """
@@ -28,6 +28,14 @@ sys.path.insert(0, str(REPO))
 from bench.cycle import num_feasible_nodes_to_find  # noqa: E402
 
 LABELS = {"noop": "Go no-op extender", "prod": "koord scheduler --role extender"}
+#: other names of a series: ``bench/rig_rotations.py`` calls round 18's ``prod`` mode ``koord``
+ALIASES = {"koord": "prod"}
+
+
+def series(run: dict[str, Any]) -> str:
+    """The series (a key of :data:`LABELS`, or a mode drawn in none) that ``run`` belongs to."""
+    mode = str(run["mode"])
+    return ALIASES.get(mode, mode)
 
 
 def candidates(nodes: int) -> int:
@@ -58,8 +66,8 @@ def medians(runs: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
     by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         cpu = run["extender_cpu_ms_per_pod"]
-        if run["mode"] in LABELS and cpu is not None:
-            by[run["mode"]][candidates(int(run["nodes"]))].append(float(cpu))
+        if series(run) in LABELS and cpu is not None:
+            by[series(run)][candidates(int(run["nodes"]))].append(float(cpu))
     return {mode: {c: round(statistics.median(v), 3) for c, v in sorted(cs.items())} for mode, cs in by.items()}
 
 
@@ -73,8 +81,9 @@ def plot(runs: Sequence[dict[str, Any]], out: Path) -> None:
     matplotlib.rcParams["svg.hashsalt"] = "koord"  # the same runs give the same file
     fig, ax = plt.subplots(figsize=(7, 4))
     for mode, curve in medians(runs).items():
-        xs = [candidates(int(r["nodes"])) for r in runs if r["mode"] == mode and r["extender_cpu_ms_per_pod"]]
-        ys = [float(r["extender_cpu_ms_per_pod"]) for r in runs if r["mode"] == mode and r["extender_cpu_ms_per_pod"]]
+        drawn = [r for r in runs if series(r) == mode and r["extender_cpu_ms_per_pod"]]
+        xs = [candidates(int(r["nodes"])) for r in drawn]
+        ys = [float(r["extender_cpu_ms_per_pod"]) for r in drawn]
         (line,) = ax.plot(list(curve), list(curve.values()), marker="o", label=f"{LABELS[mode]} (median)")
         ax.scatter(xs, ys, s=12, alpha=0.5, color=line.get_color())
         for c, y in curve.items():

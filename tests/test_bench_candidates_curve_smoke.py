@@ -29,14 +29,17 @@ def test_medians_svg_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
         _run(500, "prod", 1.8, 2),
         _run(500, "prod", 1.7, 3),
         _run(1000, "prod", 2.0),
+        _run(1000, "koord", 2.4, 2),  # bench/rig_rotations.py's name for the same series
+        _run(1000, "koord", 2.6, 3),
+        _run(1000, "koord-before", 9.9),  # another build: drawn in no series
         _run(1000, "noop", 1.5),
         "# a comment line",
     ]
     runs.write_text("\n".join(lines) + "\n")
-    assert medians(read_runs(runs)) == {"noop": {230: 1.0, 420: 1.5}, "prod": {230: 1.7, 420: 2.0}}
+    assert medians(read_runs(runs)) == {"noop": {230: 1.0, 420: 1.5}, "prod": {230: 1.7, 420: 2.4}}
     out = tmp_path / "img" / "curve.svg"
     assert main([str(runs), str(out)]) == 0
-    assert json.loads(capsys.readouterr().out) == {"noop": {"230": 1.0, "420": 1.5}, "prod": {"230": 1.7, "420": 2.0}}
+    assert json.loads(capsys.readouterr().out) == {"noop": {"230": 1.0, "420": 1.5}, "prod": {"230": 1.7, "420": 2.4}}
     svg = out.read_text()
     assert svg.startswith("<?xml") and "<svg" in svg
     again = tmp_path / "again.svg"
