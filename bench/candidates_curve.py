@@ -112,12 +112,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", type=Path, help="JSON lines of real-control-plane runs")
     p.add_argument("out", type=Path, help="the SVG to write")
+    p.add_argument(
+        "--settled-only",
+        action="store_true",
+        help="only runs made on a settled store (bench/rig_rotations.py --settle: a non-null 'settled')",
+    )
     args = p.parse_args(argv)
     try:
         runs = read_runs(args.runs)
     except (OSError, ValueError) as exc:
         print(f"candidates_curve: {exc}", file=sys.stderr)
         return 2
+    if args.settled_only:
+        runs = [run for run in runs if run.get("settled")]
     plot(runs, args.out)
     print(json.dumps({m: {str(c): v for c, v in cs.items()} for m, cs in medians(runs).items()}))
     return 0

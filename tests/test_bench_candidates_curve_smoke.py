@@ -44,6 +44,20 @@ def test_medians_svg_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture
     assert svg.startswith("<?xml") and "<svg" in svg
     again = tmp_path / "again.svg"
     assert main([str(runs), str(again)]) == 0 and again.read_text() == svg  # the same runs draw the same file
+    capsys.readouterr()
+    settled = tmp_path / "settled.jsonl"
+    settled.write_text(
+        "\n".join(
+            [
+                _run(500, "koord", 1.6)[:-1] + ', "settled": {"revision": 7, "db_mb": [9.0, 1.5]}}',
+                _run(500, "koord", 9.9)[:-1] + ', "settled": null}',  # bench/rig_rotations.py --no-settle
+                _run(500, "noop", 1.1)[:-1] + ', "settled": {"revision": 9, "db_mb": [9.0, 1.5]}}',
+                _run(500, "noop", 9.9),  # a round before --settle
+            ]
+        )
+    )
+    assert main([str(settled), str(tmp_path / "settled.svg"), "--settled-only"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"prod": {"230": 1.6}, "noop": {"230": 1.1}}
     runs.write_text('{"nodes": 500}\n')
     assert main([str(runs), str(out)]) == 2
     assert "not a run object" in capsys.readouterr().err
