@@ -66,8 +66,9 @@ def medians(runs: Sequence[dict[str, Any]]) -> dict[str, dict[int, float]]:
     by: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
         cpu = run["extender_cpu_ms_per_pod"]
-        if series(run) in LABELS and cpu is not None:
-            by[series(run)][candidates(int(run["nodes"]))].append(float(cpu))
+        name = series(run)
+        if name in LABELS and cpu is not None:
+            by[name][candidates(int(run["nodes"]))].append(float(cpu))
     return {mode: {c: round(statistics.median(v), 3) for c, v in sorted(cs.items())} for mode, cs in by.items()}
 
 

@@ -243,7 +243,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     )
     after = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
     sched1 = scrape("https://127.0.0.1:10259/metrics")
-    api1 = api_requests(scrape("https://127.0.0.1:6443/metrics"))
+    asked = {k: v - api0.get(k, 0.0) for k, v in api_requests(scrape("https://127.0.0.1:6443/metrics")).items()}
     koord_metrics = scrape(f"http://127.0.0.1:{KOORD_PORT}/metrics") if mode.startswith("koord") else ""
     result = json.loads(load.stdout)
     pods = max(int(result["bound"]), 1)
@@ -275,11 +275,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
         "settled": settled,
         # what every client asked of the API server over the load, per pod (those of at least 0.01)
-        "api_requests_per_pod": {
-            k: round((v - api0.get(k, 0.0)) / pods, 3)
-            for k, v in sorted(api1.items())
-            if v - api0.get(k, 0.0) >= pods / 100
-        },
+        "api_requests_per_pod": {k: round(n / pods, 3) for k, n in sorted(asked.items()) if n >= pods / 100},
     }
     if koord_metrics:
         out["koord_flags"] = args.koord_before_flags if is_before else args.koord_flags

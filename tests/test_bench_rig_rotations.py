@@ -171,3 +171,19 @@ def test_settle_fails_loudly_when_etcd_does_not_answer(tmp_path: Path) -> None:
         port = sock.getsockname()[1]  # closed again: nothing listens there
     with pytest.raises(OSError):
         module["settle"](module["Rig"](rig, tmp_path, sys.executable), f"http://127.0.0.1:{port}")
+
+
+def test_api_requests_are_summed_by_verb_and_resource() -> None:
+    """Codes, scopes and other labels are summed together; a subresource is named after its resource."""
+    api_requests = runpy.run_path(str(SCRIPT))["api_requests"]
+    text = "\n".join(
+        [
+            "# TYPE apiserver_request_total counter",
+            'apiserver_request_total{code="201",component="apiserver",resource="pods",subresource="",verb="POST"} 10',
+            'apiserver_request_total{code="409",component="apiserver",resource="pods",subresource="",verb="POST"} 2',
+            'apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST",version="v1"} 7',
+            'apiserver_request_total{code="200",resource="nodes",scope="cluster",verb="LIST"} 3',
+            'apiserver_request_duration_seconds_count{resource="pods",verb="POST"} 99',
+        ]
+    )
+    assert api_requests(text) == {"POST pods": 12.0, "POST pods/binding": 7.0, "LIST nodes": 3.0}
