@@ -14,6 +14,9 @@ What it runs
     - ``koord-before``: ``--koord-before``, another build of the same, for A/B runs in the same rotations
       (``--koord-flags`` and ``--koord-before-flags`` add flags to either, e.g. the same build with another
       ``--cpu-slice-ms``);
+    - ``pynoop``: the Python no-op extender of ``bench/noopextender.py`` (the service's HTTP stack and API client,
+      no cache, no plugins) on koord's port and configuration, on the interpreter of ``--koord``'s environment:
+      what any extender served by this stack costs, apart from koord's own work;
     - ``noop-watch``: the no-op serving kube-scheduler while ``--koord`` runs beside it only watching;
     - ``noop-curl-json``, ``noop-curl-proto``: the no-op, and beside it ``curl`` watching all pods and dropping the
       bytes, as JSON (what koord asks for) or protobuf (what client-go asks for): the API server's cost of a watch.
@@ -55,8 +58,9 @@ from typing import Any
 ADMIN_TOKEN = "rig-admin-token"  # the rig's system:masters token (its README)
 KOORD_PORT, NOOP_PORT = 9876, 9877  # the ports the rig's sched-prod.yaml / sched-noop.yaml call
 ETCD = "http://127.0.0.1:2379"  # the rig's etcd (its up.sh)
-MODES = ("noop", "koord", "koord-before", "noop-watch", "noop-curl-json", "noop-curl-proto")
+MODES = ("noop", "koord", "koord-before", "pynoop", "noop-watch", "noop-curl-json", "noop-curl-proto")
 #: what ``noop-curl-*`` ask the API server for: the pod watch as JSON (koord's) or protobuf (client-go's)
+REPO = Path(__file__).resolve().parent.parent  # the repository root, where ``bench`` imports from
 CURL_ACCEPT = {"noop-curl-json": "application/json", "noop-curl-proto": "application/vnd.kubernetes.protobuf"}
 
 
@@ -135,6 +139,27 @@ def settle(rig: Rig, etcd: str = ETCD) -> dict[str, Any]:
     }
 
 
+def machine_ticks() -> list[int]:
+    """The machine's CPU time by state since boot, in clock ticks (``/proc/stat``'s ``cpu`` line: user, nice,
+    system, idle, iowait, irq, softirq, steal, ...); ``[]`` where it cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            return [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
+def machine_shares(before: list[int], after: list[int]) -> dict[str, float]:
+    """How the machine's CPUs spent the time between two :func:`machine_ticks`, as shares of it (0-1): ``busy``
+    (neither idle nor waiting on IO) and ``steal`` (taken by the hypervisor for other guests: a run whose steal
+    is high measured a busy host, not us). ``{}`` when either reading is missing."""
+    if len(before) < 8 or len(after) < 8:
+        return {}
+    delta = [a - b for a, b in zip(after[:8], before[:8], strict=True)]
+    total = sum(delta[:8]) or 1
+    return {"busy": round(1 - (delta[3] + delta[4] + delta[7]) / total, 3), "steal": round(delta[7] / total, 3)}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (0.0 once it is gone)."""
     try:
@@ -169,14 +194,14 @@ class Rig:
         command = [self.python, *argv] if argv[0].endswith(".py") else ["bash", *argv]
         subprocess.run(command, cwd=self.scripts, env=self.env, check=True, stdout=subprocess.DEVNULL)
 
-    def start(self, argv: Sequence[str], ready: str | None) -> None:
-        """Start an extender process; wait for ``ready`` (a URL answering 200) when given.
+    def start(self, argv: Sequence[str], ready: str | None, cwd: Path | None = None) -> None:
+        """Start an extender process (in ``cwd`` when given); wait for ``ready`` (a URL answering 200) when given.
 
         Raises:
             RuntimeError: it exited, or was not ready within 120 s.
         """
         log = open(self.rig / "run" / "rotations-extender.log", "ab")  # noqa: SIM115 (the child keeps it)
-        self.extenders.append(subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT))
+        self.extenders.append(subprocess.Popen(argv, env=self.env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 120
         while ready is not None:
             if self.extenders[-1].poll() is not None:
@@ -203,6 +228,14 @@ class Rig:
         self.extenders = []
 
 
+def pynoop_argv(python: str, kubeconfig: str, port: int) -> list[str]:
+    """The command of mode ``pynoop``, run from the repository root (:data:`REPO`): ``python`` serving
+    ``bench/noopextender.py``'s no-op on 127.0.0.1:``port`` under the service's uvicorn settings
+    (:func:`bench.cycle.run_noop_extender`), its Bindings posted to the API server of ``kubeconfig``."""
+    code = f"from bench.cycle import run_noop_extender; run_noop_extender({kubeconfig!r}, {port})"
+    return [python, "-c", code]
+
+
 def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> dict[str, Any]:
     """One measured run of ``mode``: the JSON line's object."""
     rig.stop()
@@ -216,6 +249,9 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     noop += ["-ca", str(rig.rig / "pki" / "ca.crt"), "-token", ADMIN_TOKEN]
     if mode in ("koord", "koord-before", "noop-watch"):
         rig.start(koord, f"http://127.0.0.1:{KOORD_PORT}/readyz")
+    if mode == "pynoop":  # on the interpreter koord runs on
+        argv = pynoop_argv(str(Path(args.koord).with_name("python")), str(rig.rig / "kubeconfig"), KOORD_PORT)
+        rig.start(argv, f"http://127.0.0.1:{KOORD_PORT}/readyz", cwd=REPO)
     if mode in CURL_ACCEPT:
         curl = ["curl", "-s", "--http1.1", "--cacert", str(rig.rig / "pki" / "ca.crt"), "-o", "/dev/null"]
         curl += ["-H", f"Authorization: Bearer {ADMIN_TOKEN}", "-H", f"Accept: {CURL_ACCEPT[mode]}"]
@@ -233,6 +269,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
     sched0 = scrape("https://127.0.0.1:10259/metrics")
     api0 = api_requests(scrape("https://127.0.0.1:6443/metrics"))
     tag = f"rot-{mode}-{args.nodes}-r{rotation}"
+    ticks0 = machine_ticks()
     load = subprocess.run(
         [rig.python, "bench.py", tag, str(args.pods), "32"],
         cwd=rig.scripts,
@@ -242,6 +279,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         text=True,
     )
     after = {n: cpu_seconds(p) for n, p in pids.items() if p}, sum(map(cpu_seconds, ext_pids))
+    machine = machine_shares(ticks0, machine_ticks())
     sched1 = scrape("https://127.0.0.1:10259/metrics")
     asked = {k: v - api0.get(k, 0.0) for k, v in api_requests(scrape("https://127.0.0.1:6443/metrics")).items()}
     koord_metrics = scrape(f"http://127.0.0.1:{KOORD_PORT}/metrics") if mode.startswith("koord") else ""
@@ -274,6 +312,7 @@ def run_mode(rig: Rig, args: argparse.Namespace, mode: str, rotation: int) -> di
         "cpu_ms_per_pod": {n: round((after[0][n] - before[0][n]) * 1000 / pods, 3) for n in after[0] if n in before[0]},
         "sched_ms_per_pod": {k: round(v, 3) for k, v in sched.items()},
         "settled": settled,
+        "machine": machine,
         # what every client asked of the API server over the load, per pod (those of at least 0.01)
         "api_requests_per_pod": {k: round(n / pods, 3) for k, n in sorted(asked.items()) if n >= pods / 100},
     }

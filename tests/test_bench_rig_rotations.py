@@ -187,3 +187,60 @@ def test_api_requests_are_summed_by_verb_and_resource() -> None:
         ]
     )
     assert api_requests(text) == {"POST pods": 12.0, "POST pods/binding": 7.0, "LIST nodes": 3.0}
+
+
+def test_machine_shares_split_busy_from_steal() -> None:
+    """``/proc/stat``'s ticks between two readings: busy is what the guest ran (not idle, iowait or steal), steal what
+    the hypervisor took; a missing reading gives nothing rather than a made-up share."""
+    ns = runpy.run_path(str(SCRIPT))
+    shares, ticks = ns["machine_shares"], ns["machine_ticks"]
+    #          user nice system idle iowait irq softirq steal guest guest_nice
+    before = [1000, 0, 200, 5000, 10, 0, 50, 40, 0, 0]
+    after = [1600, 0, 300, 5200, 10, 0, 50, 140, 7, 0]  # 1,000 ticks: 700 busy, 200 idle, 100 steal (guest not counted)
+    assert shares(before, after) == {"busy": 0.7, "steal": 0.1}
+    assert shares([], after) == {} and shares(before, after[:4]) == {}
+    now = ticks()
+    assert len(now) >= 8 and all(isinstance(t, int) for t in now)
+
+
+def test_pynoop_serves_kube_scheduler_verbs_from_the_repository_root(tmp_path: Path) -> None:
+    """Mode ``pynoop``'s command really is an extender: ready on its port, every node kept on the captured
+    ``/filter`` body, every node scored 0."""
+    from tests.conftest import free_port
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    port = free_port()
+    argv = runpy.run_path(str(SCRIPT))["pynoop_argv"](sys.executable, str(kubeconfig), port)
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, "the no-op exited"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, "the no-op never listened"
+                time.sleep(0.1)
+        import http.client
+
+        body = (REPO / "tests" / "fixtures" / "wire-samples" / "filter.json").read_bytes()
+        names = json.loads(body)["NodeNames"]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/readyz")
+        ready = conn.getresponse()
+        assert (ready.status, ready.read()) == (200, b"ok")
+        conn.request("POST", "/filter", body, {"Content-Type": "application/json"})
+        kept = conn.getresponse()
+        assert kept.status == 200 and json.loads(kept.read())["NodeNames"] == names
+        conn.request("POST", "/prioritize", body, {"Content-Type": "application/json"})
+        scored = conn.getresponse()
+        assert scored.status == 200 and json.loads(scored.read()) == [{"Host": n, "Score": 0} for n in names]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
