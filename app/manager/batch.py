@@ -87,8 +87,10 @@ class NodeInput:
 
 
 @dataclass(frozen=True, slots=True)
-class BatchResult:
-    """Outcome: ``reset`` (remove the resources), else ``cpu`` milli-cores and ``memory`` bytes, with messages."""
+class ReclaimResult:
+    """What a node's Batch (:func:`calculate_batch`) or Mid (:func:`app.manager.mid.calculate_mid`) calculation
+    found: ``reset`` (remove the resources), else ``cpu`` milli-cores and ``memory`` bytes, with each one's message
+    (upstream's pair of ``framework.ResourceItem``)."""
 
     reset: bool
     cpu: int = 0
@@ -166,10 +168,10 @@ def _giga(v: int) -> int:
 
 def calculate_batch(
     strategy: ColocationStrategy, node: NodeInput, pods: Iterable[PodInput], metric: MetricInput | None, now: float
-) -> BatchResult:
+) -> ReclaimResult:
     """Batch allocatable of the node (see the module docstring); ``now`` is epoch seconds."""
     if metric is None or is_degraded(strategy, metric, now):
-        return BatchResult(reset=True, cpu_message=DEGRADE_MESSAGE, memory_message=DEGRADE_MESSAGE)
+        return ReclaimResult(reset=True, cpu_message=DEGRADE_MESSAGE, memory_message=DEGRADE_MESSAGE)
     req, used, max_used_req = hp_totals(pods, metric)
     host_hp: Vec = {"cpu": 0, "memory": 0}
     for priority, usage in metric.host_apps:
@@ -228,7 +230,7 @@ def calculate_batch(
     ratio_n = node.cpu_normalization_ratio
     if ratio_n is not None and ratio_n > 1.0:
         cpu = math.ceil(int(cpu * 1000 * ratio_n) / 1000)
-    return BatchResult(False, cpu, memory, cpu_message, memory_message)
+    return ReclaimResult(False, cpu, memory, cpu_message, memory_message)
 
 
 def is_resource_diff(old: int | None, new: int | None, threshold: float) -> bool:

@@ -47,7 +47,7 @@ from app.cache.nodestate import NodeState
 from app.cache.podinfo import PodInfo
 from app.cache.snapshot import ClusterCache
 from app.client.errors import ApiError, NotFound
-from app.manager.batch import BatchResult, calculate_batch, is_resource_diff
+from app.manager.batch import ReclaimResult, calculate_batch, is_resource_diff
 from app.manager.colocation import (
     COLOCATION_CONFIG_KEY,
     ColocationConfig,
@@ -58,7 +58,7 @@ from app.manager.colocation import (
 )
 from app.manager.deviceresource import DeviceResourceError, device_resources, node_patches
 from app.manager.inputs import metric_input, node_input, pod_inputs
-from app.manager.mid import MidResult, calculate_mid
+from app.manager.mid import calculate_mid
 from app.manager.sloconfig import SLOConfig, node_slo_spec, parse_slo_config
 from app.sources.base import Source
 
@@ -250,18 +250,18 @@ class SLOControllers:
         """The merged colocation strategy of ``node``."""
         return node_strategy(self.colocation, node.labels, node.annotations)
 
-    def compute(self, node: NodeState) -> BatchResult:
+    def compute(self, node: NodeState) -> ReclaimResult:
         """Batch resources ``node`` should have now (reset when colocation is disabled for it)."""
         return self.compute_all(node)[0]
 
-    def compute_all(self, node: NodeState) -> tuple[BatchResult, MidResult]:
+    def compute_all(self, node: NodeState) -> tuple[ReclaimResult, ReclaimResult]:
         """Batch and mid resources ``node`` should have now, from one read of its inputs (both reset when
         colocation is disabled for it; :mod:`app.manager.mid` for the mid formula)."""
         strategy = self.strategy_for(node)
         if not self.colocation.strategy.get("enable") or not strategy.get("enable"):
             return (
-                BatchResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
-                MidResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
+                ReclaimResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
+                ReclaimResult(reset=True, cpu_message=RESET_MESSAGE, memory_message=RESET_MESSAGE),
             )
         metric = metric_input(self.cache.objects.get("NodeMetric", {}).get(node.name))
         typed = ColocationStrategy.of(strategy)
@@ -270,7 +270,9 @@ class SLOControllers:
         now = self.clock()
         return calculate_batch(typed, node_in, pods, metric, now), calculate_mid(typed, node_in, pods, metric, now)
 
-    def status_patch(self, node: NodeState, result: BatchResult, mid: MidResult | None = None) -> dict[str, Any] | None:
+    def status_patch(
+        self, node: NodeState, result: ReclaimResult, mid: ReclaimResult | None = None
+    ) -> dict[str, Any] | None:
         """The node status merge patch to send (batch resources, and mid ones when ``mid`` is given), or None
         when no sync is needed (upstream's ``NeedSync`` of the BatchResource and MidResource plugins)."""
         strategy = ColocationStrategy.of(self.strategy_for(node))

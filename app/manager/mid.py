@@ -23,27 +23,24 @@ Follows ``pkg/slo-controller/noderesource/plugins/midresource/plugin.go`` (``Cal
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from app.api.koordext import PriorityClass
-from app.manager.batch import DEFAULT_PRIORITY, RES, MetricInput, NodeInput, PodInput, Vec, is_degraded
+from app.manager.batch import (
+    DEFAULT_PRIORITY,
+    RES,
+    MetricInput,
+    NodeInput,
+    PodInput,
+    ReclaimResult,
+    Vec,
+    is_degraded,
+)
 from app.manager.colocation import ColocationStrategy
 
 DEGRADE_MESSAGE = "degrade node Mid resource because of abnormal nodeMetric, reason: degradedByMidResource"
 #: ``configuration.MidReclaimModeStatic``.
 MID_RECLAIM_MODE_STATIC = "static"
 _LOW = (PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE)
-
-
-@dataclass(frozen=True, slots=True)
-class MidResult:
-    """Outcome: ``reset`` (remove the resources), else ``cpu`` milli-cores and ``memory`` bytes, with messages."""
-
-    reset: bool
-    cpu: int = 0
-    memory: int = 0
-    cpu_message: str = ""
-    memory_message: str = ""
 
 
 def _giga(v: int) -> int:
@@ -64,16 +61,16 @@ def prod_allocated(pods: Iterable[PodInput]) -> Vec:
 
 def calculate_mid(
     strategy: ColocationStrategy, node: NodeInput, pods: Iterable[PodInput], metric: MetricInput | None, now: float
-) -> MidResult:
+) -> ReclaimResult:
     """Mid allocatable of the node (see the module docstring); ``now`` is epoch seconds."""
     if metric is None or is_degraded(strategy, metric, now):
-        return MidResult(reset=True, cpu_message=DEGRADE_MESSAGE, memory_message=DEGRADE_MESSAGE)
+        return ReclaimResult(reset=True, cpu_message=DEGRADE_MESSAGE, memory_message=DEGRADE_MESSAGE)
     cap = {r: node.capacity.get(r, 0) for r in RES}
     cpu_ratio, mem_ratio = strategy.mid_cpu_percent / 100.0, strategy.mid_memory_percent / 100.0
     if strategy.mid_reclaim_mode == MID_RECLAIM_MODE_STATIC:
         cpu = min(int(cap["cpu"] * strategy.mid_static_cpu_percent / 100.0), int(cap["cpu"] * cpu_ratio))
         memory = min(int(cap["memory"] * strategy.mid_static_memory_percent / 100.0), int(cap["memory"] * mem_ratio))
-        return MidResult(
+        return ReclaimResult(
             False,
             cpu,
             memory,
@@ -112,4 +109,4 @@ def calculate_mid(
         f"thresholdRatio:{mem_ratio}, ProdReclaimable:{_giga(reclaimable.get('memory', 0))}, NodeUnused:"
         f"{_giga(unused['memory'])}) + Unallocated:{_giga(unallocated['memory'])} * midUnallocatedRatio:{unalloc_ratio}"
     )
-    return MidResult(False, out["cpu"], out["memory"], cpu_message, memory_message)
+    return ReclaimResult(False, out["cpu"], out["memory"], cpu_message, memory_message)

@@ -237,6 +237,18 @@ class Env:
         assert all(s.plugin == LoadAwareScheduling.NAME for s in (*failures.values(), *alone.values()))
         return failures.get(1)
 
+    def answers(self, pod: dict[str, Any], names: list[str]) -> tuple[dict[int, Status], np.ndarray]:
+        """The plugin's filter failures (by index into ``names``) and scores over ``names``, each asked in a cycle of
+        its own."""
+        info = parse_pod(pod)
+        rows, missing = self.cache.table.rows_of(names)
+        assert not missing
+        batch = NodeBatch(rows, names)
+        return (
+            self.plugin.filter_nodes(CycleState(self.now), info, batch),
+            self.plugin.score_nodes(CycleState(self.now), info, batch),
+        )
+
     def score(self, pod: dict[str, Any], node: str = NODE) -> int:
         scores = self.plugin.score_nodes(CycleState(self.now), parse_pod(pod), self.batch(node))
         assert scores.shape == (2,)

@@ -18,9 +18,6 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cache.podinfo import parse_pod
-from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch
 from app.sources.events import EventType
 from tests.plugins.test_loadaware import ALLOC_96, NOW, Env, metric_obj, node_obj, pod_obj
 
@@ -46,17 +43,10 @@ _event = st.one_of(
 def _both(env: Env, pod: dict[str, Any], names: list[str]) -> tuple[Any, Any]:
     """(filter failures, scores) over ``names`` with the shortcut, then with it off (the full expiry test)."""
     plugin = env.plugin
-    info = parse_pod(pod)
-    rows, missing = env.cache.table.rows_of(names)
-    assert not missing
-    batch = NodeBatch(rows, names)
-    got = (plugin.filter_nodes(CycleState(env.now), info, batch), plugin.score_nodes(CycleState(env.now), info, batch))
+    got = env.answers(pod, names)
     plugin._all_fresh = lambda now: False  # type: ignore[method-assign]
     try:
-        want = (
-            plugin.filter_nodes(CycleState(env.now), info, batch),
-            plugin.score_nodes(CycleState(env.now), info, batch),
-        )
+        want = env.answers(pod, names)
     finally:
         del plugin._all_fresh
     return got, want

@@ -19,9 +19,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.cache.podinfo import parse_pod
-from app.framework.cyclestate import CycleState
-from app.framework.interfaces import NodeBatch
 from app.plugins.loadaware.rowmemo import RowMemo, RowMemos
 from app.sources.events import EventType
 from tests.plugins.test_loadaware import ALLOC_96, NOW, PROD_MAX, Env, metric_obj, node_obj, pod_obj
@@ -53,24 +50,12 @@ INCOMING = (
 )
 
 
-def _answers(env: Env, pod: dict[str, Any], names: list[str]) -> tuple[Any, Any]:
-    plugin = env.plugin
-    info = parse_pod(pod)
-    rows, missing = env.cache.table.rows_of(names)
-    assert not missing
-    batch = NodeBatch(rows, names)
-    return (
-        plugin.filter_nodes(CycleState(env.now), info, batch),
-        plugin.score_nodes(CycleState(env.now), info, batch),
-    )
-
-
 def _without_memos(env: Env, pod: dict[str, Any], names: list[str]) -> tuple[Any, Any]:
     plugin = env.plugin
     memos = plugin._memos
     plugin._memos = _NoMemos()
     try:
-        return _answers(env, pod, names)
+        return env.answers(pod, names)
     finally:
         plugin._memos = memos
 
@@ -134,7 +119,7 @@ def test_memos_give_the_answers_of_working_every_node_out(events: list[tuple[Any
             for batch in (names, window[:4]):
                 if len(batch) < 2:
                     continue
-                failures, scores = _answers(env, pod, batch)
+                failures, scores = env.answers(pod, batch)
                 want_failures, want_scores = _without_memos(env, pod, batch)
                 assert failures == want_failures, (pod["metadata"]["name"], batch)
                 assert np.array_equal(scores, want_scores), (pod["metadata"]["name"], batch)
@@ -167,21 +152,21 @@ def test_a_class_seen_twice_is_answered_from_its_memo_and_each_write_is_worked_o
         return wrapped, wrapped_one
 
     plugin._filter_codes = counting  # type: ignore[method-assign]
-    first = _answers(env, INCOMING[0], names)
+    first = env.answers(INCOMING[0], names)
     assert len(plugin._memos) == 0 and calls == []  # seen once: no memo, the plain path
-    second = _answers(env, INCOMING[1], names)  # a replica: its class's memos are made
+    second = env.answers(INCOMING[1], names)  # a replica: its class's memos are made
     assert len(plugin._memos) == 2  # filter and score
     assert calls == [env.cache.table.capacity]  # every row of the table, once
     assert first[0] == second[0] and np.array_equal(first[1], second[1])
     # 50 of 96 cores in use, a 4-core pod: 56 % of the 65 % threshold everywhere; then n2 gets 14 cores more
     assert first[0] == {}
     env.apply("Pod", pod_obj("p", node="n2", req={"cpu": "14"}))
-    failures, scores = _answers(env, INCOMING[0], names)
+    failures, scores = env.answers(INCOMING[0], names)
     assert calls[1:] == [] and ones == [env.cache.table.row("n2")]  # n2's row alone worked out again, by itself
     assert set(failures) == {2} and failures[2].message == "node(s) cpu usage exceed threshold"
     assert scores[2] < scores[0]
     env.apply("Node", node_obj("n9", ALLOC_96))  # the rows move: every memo dropped
-    assert _answers(env, INCOMING[0], names)[0] == failures
+    assert env.answers(INCOMING[0], names)[0] == failures
     assert len(plugin._memos) == 0
 
 
