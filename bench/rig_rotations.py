@@ -51,7 +51,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,8 @@ ADMIN_TOKEN = "rig-admin-token"  # the rig's system:masters token (its README)
 KOORD_PORT, NOOP_PORT = 9876, 9877  # the ports the rig's sched-prod.yaml / sched-noop.yaml call
 ETCD = "http://127.0.0.1:2379"  # the rig's etcd (its up.sh)
 MODES = ("noop", "koord", "koord-before", "pynoop", "noop-watch", "noop-curl-json", "noop-curl-proto")
-#: what ``noop-curl-*`` ask the API server for: the pod watch as JSON (koord's) or protobuf (client-go's)
 REPO = Path(__file__).resolve().parent.parent  # the repository root, where ``bench`` imports from
+#: what ``noop-curl-*`` ask the API server for: the pod watch as JSON (koord's) or protobuf (client-go's)
 CURL_ACCEPT = {"noop-curl-json": "application/json", "noop-curl-proto": "application/vnd.kubernetes.protobuf"}
 
 
@@ -74,28 +74,29 @@ def scrape(url: str) -> str:
         return ""
 
 
-def sample_sum(text: str, pattern: str) -> float:
-    """The sum of every sample of ``text`` (Prometheus text format) whose name and labels match ``pattern``."""
-    total = 0.0
+def samples(text: str) -> Iterator[tuple[str, float]]:
+    """Each sample of ``text`` (Prometheus text format) as (name with its labels, value); comments skipped."""
     for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
-            if re.fullmatch(pattern, name):
-                total += float(value)
-    return total
+            yield name, float(value)
+
+
+def sample_sum(text: str, pattern: str) -> float:
+    """The sum of every sample of ``text`` (Prometheus text format) whose name and labels match ``pattern``."""
+    return sum((value for name, value in samples(text) if re.fullmatch(pattern, name)), 0.0)
 
 
 def api_requests(text: str) -> dict[str, float]:
     """``apiserver_request_total`` of ``text`` summed by ``VERB resource[/subresource]`` (codes and scopes
     together)."""
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            name, _, value = line.rpartition(" ")
+    for name, value in samples(text):
+        if name.startswith("apiserver_request_total{"):
             labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
             resource = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
             key = f"{labels.get('verb', '')} {resource}"
-            out[key] = out.get(key, 0.0) + float(value)
+            out[key] = out.get(key, 0.0) + value
     return out
 
 
@@ -156,7 +157,7 @@ def machine_shares(before: list[int], after: list[int]) -> dict[str, float]:
     if len(before) < 8 or len(after) < 8:
         return {}
     delta = [a - b for a, b in zip(after[:8], before[:8], strict=True)]
-    total = sum(delta[:8]) or 1
+    total = sum(delta) or 1
     return {"busy": round(1 - (delta[3] + delta[4] + delta[7]) / total, 3), "steal": round(delta[7] / total, 3)}
 
 

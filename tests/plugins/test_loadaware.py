@@ -219,7 +219,9 @@ class Env:
         assert self.cache.rejected_objects == 0, f"cache rejected {kind} {obj['metadata']}"
 
     def batch(self, node: str) -> NodeBatch:
-        names = [DECOY, node]
+        return self.batch_of([DECOY, node])
+
+    def batch_of(self, names: list[str]) -> NodeBatch:
         rows, missing = self.cache.table.rows_of(names)
         assert not missing
         return NodeBatch(rows, names)
@@ -240,10 +242,7 @@ class Env:
     def answers(self, pod: dict[str, Any], names: list[str]) -> tuple[dict[int, Status], np.ndarray]:
         """The plugin's filter failures (by index into ``names``) and scores over ``names``, each asked in a cycle of
         its own."""
-        info = parse_pod(pod)
-        rows, missing = self.cache.table.rows_of(names)
-        assert not missing
-        batch = NodeBatch(rows, names)
+        info, batch = parse_pod(pod), self.batch_of(names)
         return (
             self.plugin.filter_nodes(CycleState(self.now), info, batch),
             self.plugin.score_nodes(CycleState(self.now), info, batch),
